@@ -1,0 +1,94 @@
+//! GPU-like extended resources of a container: whole GPUs (`nvidia.com/gpu`, `amd.com/gpu`)
+//! and MIG slices (`nvidia.com/mig-1g.10gb`). Extended resources must be whole numbers and
+//! their request must equal their limit; the view records both so policies can check that.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::view::{type_name, Problem};
+use crate::pointer;
+
+/// Prefix of MIG resources under the device plugin's `mixed` strategy.
+pub const MIG_PREFIX: &str = "nvidia.com/mig-";
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GpuResource {
+    pub name: String,
+    pub request: Option<i64>,
+    pub limit: Option<i64>,
+}
+
+impl GpuResource {
+    /// What the container gets: the limit, else the request (the apiserver copies a lone
+    /// limit of an extended resource into the request).
+    pub fn count(&self) -> i64 {
+        self.limit.or(self.request).unwrap_or(0)
+    }
+
+    pub fn is_whole_gpu(&self) -> bool {
+        is_whole_gpu(&self.name)
+    }
+
+    pub fn is_mig(&self) -> bool {
+        self.name.starts_with(MIG_PREFIX)
+    }
+}
+
+fn is_whole_gpu(name: &str) -> bool {
+    name.ends_with("/gpu")
+}
+
+fn is_gpu_like(name: &str) -> bool {
+    is_whole_gpu(name) || name.starts_with(MIG_PREFIX)
+}
+
+/// Collects GPU-like resources from a container's `resources`, in name order.
+pub fn gpu_resources(
+    resources: Option<&Value>,
+    path: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<GpuResource> {
+    let mut found: BTreeMap<&str, GpuResource> = BTreeMap::new();
+    for side in ["requests", "limits"] {
+        let Some(map) = resources
+            .and_then(|r| r.get(side))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        for (name, qty) in map.iter().filter(|(n, _)| is_gpu_like(n)) {
+            let Some(n) = whole_number(qty) else {
+                problems.push(Problem {
+                    path: pointer::join(path, [side, name.as_str()]),
+                    msg: format!(
+                        "{name} must be a whole number of devices, got {} {qty}",
+                        type_name(qty)
+                    ),
+                });
+                continue;
+            };
+            let entry = found.entry(name).or_insert_with(|| GpuResource {
+                name: name.clone(),
+                request: None,
+                limit: None,
+            });
+            if side == "requests" {
+                entry.request = Some(n);
+            } else {
+                entry.limit = Some(n);
+            }
+        }
+    }
+    found.into_values().collect()
+}
+
+/// A device count: a JSON integer or a string of digits ("8").
+fn whole_number(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64().filter(|n| *n >= 0),
+        Value::String(s) => s.parse::<i64>().ok().filter(|n| *n >= 0),
+        _ => None,
+    }
+}

@@ -1,0 +1,457 @@
+//! JobView: one normalized, read-only view over every training kind.
+//!
+//! Entry point: [`JobView::build`]. Kinds keep pod templates in maps of replica specs
+//! (`pytorchReplicaSpecs.Worker.template`); the view walks them once so that policies can be
+//! written against `input.job.replicas[_]` for every kind at once.
+//!
+//! # Guarantees
+//! - Building never fails and never panics: anything malformed is recorded in `problems`
+//!   with a JSON pointer and a message, and the rest of the view is still filled in.
+//! - Every `path` is a JSON pointer into the *original* object, with the key as written
+//!   (`worker`, not `Worker`), so mutation intents built from it land where the user wrote.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::kinds::{KindSpec, ReplicaType};
+use super::naming::pod_name;
+use super::quantity::{gpu_resources, GpuResource};
+use crate::pointer;
+
+/// Placeholder for the five random characters the apiserver appends to `generateName`.
+const GENERATED_SUFFIX: &str = "xxxxx";
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    pub api_version: String,
+    pub kind: &'static str,
+    /// `metadata.name`, or `generateName` plus a 5-character placeholder.
+    pub name: String,
+    /// True when the name comes from `generateName`.
+    pub name_generated: bool,
+    pub namespace: String,
+    /// `spec.<field>` holding the replica map, e.g. `pytorchReplicaSpecs`.
+    pub replica_field: &'static str,
+    /// Pointer to the replica map, e.g. `/spec/pytorchReplicaSpecs`.
+    pub replica_specs_path: String,
+    /// Replica types this kind allows, canonical spelling.
+    pub allowed_types: Vec<&'static str>,
+    pub default_container: Option<&'static str>,
+    pub requires_default_container: bool,
+    pub port: Option<PortView>,
+    /// Values of `runPolicy.managedBy` upstream accepts for this kind.
+    pub managed_by_allowed: Vec<&'static str>,
+    pub replicas: Vec<ReplicaView>,
+    /// Sum of `replicas` over all replica specs (unset counts as 1).
+    pub total_pods: i64,
+    /// Structural problems found while building the view.
+    pub problems: Vec<Problem>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PortView {
+    pub name: &'static str,
+    pub number: u16,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Problem {
+    pub path: String,
+    pub msg: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaView {
+    /// The key as written in the manifest (`worker`).
+    pub key: String,
+    /// Canonical type (`Worker`); the key itself when the kind does not know it.
+    #[serde(rename = "type")]
+    pub replica_type: String,
+    /// Whether the kind allows this replica type.
+    pub known: bool,
+    /// coordinator | launcher | worker | ps | evaluator, or null when unknown.
+    pub role: Option<&'static str>,
+    /// Master, Chief or Launcher: the one replica the job cannot have two of.
+    pub coordinator: bool,
+    /// Declared replicas, or 1 when unset or invalid.
+    pub replicas: i64,
+    pub replicas_set: bool,
+    /// Declared restartPolicy, or the kind's default for this type.
+    pub restart_policy: String,
+    pub restart_policy_set: bool,
+    pub path: String,
+    pub template_path: String,
+    pub pod_spec_path: String,
+    pub scheduler_name: Option<String>,
+    pub node_selector: Map<String, Value>,
+    pub annotations: Map<String, Value>,
+    pub labels: Map<String, Value>,
+    pub containers: Vec<ContainerView>,
+    pub init_containers: Vec<ContainerView>,
+    /// Index into `containers` of the container the operator configures, if any.
+    pub default_container_index: Option<usize>,
+    /// Whole GPUs per pod (`*/gpu` resources) over regular containers.
+    pub gpus_per_pod: i64,
+    /// MIG slices per pod (`nvidia.com/mig-*` resources) over regular containers.
+    pub mig_slices_per_pod: i64,
+    /// Name of the last pod of this replica type (the longest one).
+    pub last_pod_name: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerView {
+    pub name: String,
+    pub image: String,
+    pub index: usize,
+    pub path: String,
+    /// Whole GPUs this container asks for (limit, else request).
+    pub gpus: i64,
+    /// MIG slices this container asks for (limit, else request).
+    pub mig_slices: i64,
+    /// Every GPU-like extended resource with its request and limit.
+    pub gpu_resources: Vec<GpuResource>,
+    /// Names of env vars the container sets.
+    pub env_names: Vec<String>,
+}
+
+impl JobView {
+    /// Builds the view of `object`, a manifest of the kind `spec` describes.
+    pub fn build(spec: &'static KindSpec, object: &Value) -> JobView {
+        let mut problems = Vec::new();
+        let meta = object.get("metadata");
+        let (name, name_generated) = job_name(meta);
+        let namespace = str_at(meta, "namespace").unwrap_or_default();
+        let replica_specs_path = pointer::join("/spec", [spec.replica_field]);
+        let replicas = match object.get("spec") {
+            Some(Value::Object(s)) => replicas_of(
+                spec,
+                default_container_name(spec, s),
+                s.get(spec.replica_field),
+                &replica_specs_path,
+                &name,
+                &mut problems,
+            ),
+            Some(other) => {
+                problems.push(problem(
+                    "/spec",
+                    format!("must be an object, got {}", type_name(other)),
+                ));
+                Vec::new()
+            }
+            None => {
+                problems.push(problem("/spec", "is required".into()));
+                Vec::new()
+            }
+        };
+        let total_pods = replicas.iter().map(|r| r.replicas.max(0)).sum();
+        JobView {
+            api_version: spec.api_version(),
+            kind: spec.kind,
+            name,
+            name_generated,
+            namespace,
+            replica_field: spec.replica_field,
+            replica_specs_path,
+            allowed_types: spec.replica_types.iter().map(|t| t.name).collect(),
+            default_container: spec.default_container,
+            requires_default_container: spec.requires_default_container,
+            port: spec.port.map(|(name, number)| PortView { name, number }),
+            managed_by_allowed: spec.managed_by.to_vec(),
+            replicas,
+            total_pods,
+            problems,
+        }
+    }
+}
+
+/// MPIJob v1 lets `spec.mainContainer` name the container the operator configures.
+fn default_container_name<'a>(
+    spec: &'static KindSpec,
+    job_spec: &'a Map<String, Value>,
+) -> Option<&'a str> {
+    job_spec
+        .get("mainContainer")
+        .and_then(Value::as_str)
+        .filter(|_| spec.kind == "MPIJob")
+        .or(spec.default_container)
+}
+
+fn job_name(meta: Option<&Value>) -> (String, bool) {
+    match str_at(meta, "name").filter(|n| !n.is_empty()) {
+        Some(n) => (n, false),
+        None => match str_at(meta, "generateName") {
+            Some(prefix) => (format!("{prefix}{GENERATED_SUFFIX}"), true),
+            None => (String::new(), false),
+        },
+    }
+}
+
+fn replicas_of(
+    spec: &'static KindSpec,
+    default_name: Option<&str>,
+    map: Option<&Value>,
+    base: &str,
+    job: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<ReplicaView> {
+    let map = match map {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => {
+            problems.push(problem(
+                base,
+                "is required: the job has no replica specs".into(),
+            ));
+            return Vec::new();
+        }
+        Some(other) => {
+            problems.push(problem(
+                base,
+                format!("must be a map of replica specs, got {}", type_name(other)),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<ReplicaView> = Vec::with_capacity(map.len());
+    for (key, value) in map {
+        let path = pointer::join(base, [key.as_str()]);
+        let replica_type = spec.replica_type(key);
+        let canonical = replica_type.map_or(key.as_str(), |t| t.name);
+        if let Some(dup) = out.iter().find(|r| r.replica_type == canonical) {
+            problems.push(problem(
+                &path,
+                format!(
+                    "duplicate replica type {canonical}: keys {:?} and {key:?} differ only in case",
+                    dup.key
+                ),
+            ));
+            continue;
+        }
+        match value {
+            Value::Object(r) => out.push(replica(
+                default_name,
+                replica_type,
+                key,
+                canonical,
+                r,
+                path,
+                job,
+                problems,
+            )),
+            Value::Null => problems.push(problem(
+                &path,
+                format!("replica spec {key} is null; give it a template or remove the key"),
+            )),
+            other => problems.push(problem(
+                &path,
+                format!(
+                    "replica spec {key} must be an object, got {}",
+                    type_name(other)
+                ),
+            )),
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename the list
+fn replica(
+    default_name: Option<&str>,
+    known: Option<&'static ReplicaType>,
+    key: &str,
+    canonical: &str,
+    r: &Map<String, Value>,
+    path: String,
+    job: &str,
+    problems: &mut Vec<Problem>,
+) -> ReplicaView {
+    let (replicas, replicas_set) = replica_count(r.get("replicas"), &path, problems);
+    let restart_declared = r.get("restartPolicy").and_then(Value::as_str);
+    let template_path = pointer::join(&path, ["template"]);
+    let pod_spec_path = pointer::join(&template_path, ["spec"]);
+    let template = object_at(r.get("template"), &template_path, problems);
+    let tmeta = template.and_then(|t| t.get("metadata"));
+    let pod_spec = template.and_then(|t| object_at(t.get("spec"), &pod_spec_path, problems));
+    let containers = containers_at(pod_spec, "containers", &pod_spec_path, problems);
+    let init_containers = containers_at(pod_spec, "initContainers", &pod_spec_path, problems);
+    let default_container_index = default_container(&containers, default_name);
+    ReplicaView {
+        key: key.to_string(),
+        replica_type: canonical.to_string(),
+        known: known.is_some(),
+        role: known.map(|t| t.role.as_str()),
+        coordinator: known.is_some_and(|t| t.role.is_singleton()),
+        replicas,
+        replicas_set,
+        restart_policy: restart_declared
+            .or(known.map(|t| t.default_restart_policy))
+            .unwrap_or_default()
+            .to_string(),
+        restart_policy_set: restart_declared.is_some(),
+        path,
+        template_path,
+        pod_spec_path,
+        scheduler_name: pod_spec
+            .and_then(|s| s.get("schedulerName"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        node_selector: map_at(pod_spec.and_then(|s| s.get("nodeSelector"))),
+        annotations: map_at(tmeta.and_then(|m| m.get("annotations"))),
+        labels: map_at(tmeta.and_then(|m| m.get("labels"))),
+        gpus_per_pod: containers.iter().map(|c| c.gpus).sum(),
+        mig_slices_per_pod: containers.iter().map(|c| c.mig_slices).sum(),
+        containers,
+        init_containers,
+        default_container_index,
+        last_pod_name: pod_name(job, canonical, (replicas - 1).max(0)),
+    }
+}
+
+/// The container the operator configures: the one with the default name, else the first
+/// (upstream adds its port to container[0] when no container has the default name).
+fn default_container(containers: &[ContainerView], default_name: Option<&str>) -> Option<usize> {
+    default_name
+        .and_then(|n| containers.iter().position(|c| c.name == n))
+        .or_else(|| (!containers.is_empty()).then_some(0))
+}
+
+fn replica_count(v: Option<&Value>, path: &str, problems: &mut Vec<Problem>) -> (i64, bool) {
+    match v {
+        None | Some(Value::Null) => (1, false),
+        Some(Value::Number(n)) if n.is_i64() => (n.as_i64().unwrap_or(1), true),
+        Some(other) => {
+            problems.push(problem(
+                &pointer::join(path, ["replicas"]),
+                format!("must be an integer, got {} {other}", type_name(other)),
+            ));
+            (1, false)
+        }
+    }
+}
+
+fn containers_at(
+    pod_spec: Option<&Map<String, Value>>,
+    field: &str,
+    pod_spec_path: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<ContainerView> {
+    let base = pointer::join(pod_spec_path, [field]);
+    let items = match pod_spec.and_then(|s| s.get(field)) {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            problems.push(problem(
+                &base,
+                format!("must be a list of containers, got {}", type_name(other)),
+            ));
+            return Vec::new();
+        }
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(index, c)| {
+            let path = format!("{base}/{index}");
+            match c {
+                Value::Object(c) => Some(container(c, index, path, problems)),
+                other => {
+                    problems.push(problem(
+                        &path,
+                        format!("must be a container object, got {}", type_name(other)),
+                    ));
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+fn container(
+    c: &Map<String, Value>,
+    index: usize,
+    path: String,
+    problems: &mut Vec<Problem>,
+) -> ContainerView {
+    let resources = pointer::join(&path, ["resources"]);
+    let gpu_resources = gpu_resources(c.get("resources"), &resources, problems);
+    let sum = |pred: fn(&GpuResource) -> bool| {
+        gpu_resources
+            .iter()
+            .filter(|g| pred(g))
+            .map(GpuResource::count)
+            .sum()
+    };
+    ContainerView {
+        name: c
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        image: c
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        index,
+        gpus: sum(GpuResource::is_whole_gpu),
+        mig_slices: sum(GpuResource::is_mig),
+        gpu_resources,
+        env_names: c
+            .get("env")
+            .and_then(Value::as_array)
+            .map(|env| {
+                env.iter()
+                    .filter_map(|e| e.get("name")?.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        path,
+    }
+}
+
+fn object_at<'a>(
+    v: Option<&'a Value>,
+    path: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<&'a Map<String, Value>> {
+    match v {
+        Some(Value::Object(m)) => Some(m),
+        None | Some(Value::Null) => None,
+        Some(other) => {
+            problems.push(problem(
+                path,
+                format!("must be an object, got {}", type_name(other)),
+            ));
+            None
+        }
+    }
+}
+
+fn map_at(v: Option<&Value>) -> Map<String, Value> {
+    v.and_then(Value::as_object).cloned().unwrap_or_default()
+}
+
+fn str_at(v: Option<&Value>, key: &str) -> Option<String> {
+    v?.get(key)?.as_str().map(str::to_string)
+}
+
+fn problem(path: &str, msg: String) -> Problem {
+    Problem {
+        path: path.to_string(),
+        msg,
+    }
+}
+
+/// The JSON type name of a value, for messages like "got string".
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "object",
+    }
+}

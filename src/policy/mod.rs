@@ -1,0 +1,18 @@
+//! The Rego policy engine: load `policies/`, evaluate mutation and validation rules.
+//!
+//! Entry points: [`PolicySet::load`] and, per request, [`PolicySet::mutation_intents`] and
+//! [`PolicySet::violations`]. The policy contract (package names, `meta`, outputs) is
+//! documented for policy authors in `policies/README.md`.
+
+pub mod error;
+pub mod eval;
+pub mod intent;
+pub mod load;
+pub mod params;
+pub mod set;
+
+pub use error::{EvalError, LoadError};
+pub use eval::Violation;
+pub use intent::{Intent, Op};
+pub use params::{Action, ParamsFile};
+pub use set::{PolicyInfo, PolicySet};

@@ -1,0 +1,153 @@
+//! `params.yaml`: per-policy action, parameters and namespace exemptions.
+//!
+//! ```yaml
+//! excludedNamespaces: [kube-system]        # no policy applies here
+//! policies:
+//!   gang_scheduling:
+//!     action: deny                         # deny | warn | audit
+//!     enabled: true
+//!     excludedNamespaces: [sandbox]
+//!     params: {scheduler: volcano}         # merged over the policy's meta.params
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// What a violation of a policy does to the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Refuse the request.
+    Deny,
+    /// Admit it, with a warning `kubectl` prints.
+    Warn,
+    /// Admit it silently; the violation is only recorded (logs, audit annotations, `check`).
+    Audit,
+}
+
+impl Action {
+    pub fn parse(s: &str) -> Option<Action> {
+        match s {
+            "deny" => Some(Action::Deny),
+            "warn" => Some(Action::Warn),
+            "audit" => Some(Action::Audit),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Deny => "deny",
+            Action::Warn => "warn",
+            Action::Audit => "audit",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ParamsFile {
+    /// Namespaces no policy applies to (neither mutation nor validation).
+    #[serde(default)]
+    pub excluded_namespaces: Vec<String>,
+    #[serde(default)]
+    pub policies: BTreeMap<String, PolicyParams>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyParams {
+    pub action: Option<Action>,
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub excluded_namespaces: Vec<String>,
+    #[serde(default)]
+    pub params: Map<String, Value>,
+}
+
+impl ParamsFile {
+    /// Parses params YAML; `origin` names the file in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<ParamsFile, String> {
+        if text.trim().is_empty() {
+            return Ok(ParamsFile::default());
+        }
+        yaml_serde::from_str(text).map_err(|e| format!("{origin}: {e}"))
+    }
+
+    /// Overlays `other` on `self`: actions and flags replace, params merge key by key,
+    /// namespace lists replace when given. Used for per-case overrides in test suites.
+    pub fn overlay(&mut self, other: &ParamsFile) {
+        if !other.excluded_namespaces.is_empty() {
+            self.excluded_namespaces = other.excluded_namespaces.clone();
+        }
+        for (name, o) in &other.policies {
+            let p = self.policies.entry(name.clone()).or_default();
+            p.action = o.action.or(p.action);
+            p.enabled = o.enabled.or(p.enabled);
+            if !o.excluded_namespaces.is_empty() {
+                p.excluded_namespaces = o.excluded_namespaces.clone();
+            }
+            for (k, v) in &o.params {
+                p.params.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_actions_and_params() {
+        let p = ParamsFile::parse(
+            "excludedNamespaces: [kube-system]\npolicies:\n  images:\n    action: warn\n    params: {registries: [a]}\n",
+            "params.yaml",
+        );
+        let p = p.unwrap_or_default();
+        assert_eq!(p.excluded_namespaces, vec!["kube-system"]);
+        assert_eq!(
+            p.policies.get("images").and_then(|i| i.action),
+            Some(Action::Warn)
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_actions_with_the_file_name() {
+        let err = ParamsFile::parse("policies:\n  images:\n    acton: warn\n", "params.yaml").err();
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.starts_with("params.yaml:") && e.contains("acton")),
+            "{err:?}"
+        );
+        let err = ParamsFile::parse("policies:\n  images:\n    action: block\n", "p.yaml").err();
+        assert!(err.is_some_and(|e| e.contains("block")));
+    }
+
+    #[test]
+    fn overlay_merges_params_and_replaces_actions() {
+        let mut base = ParamsFile::parse(
+            "policies:\n  g:\n    action: deny\n    params: {a: 1, b: 2}\n",
+            "x",
+        )
+        .unwrap_or_default();
+        let over = ParamsFile::parse(
+            "policies:\n  g:\n    action: warn\n    params: {b: 3}\n",
+            "y",
+        )
+        .unwrap_or_default();
+        base.overlay(&over);
+        let g = base.policies.get("g").cloned().unwrap_or_default();
+        assert_eq!(g.action, Some(Action::Warn));
+        assert_eq!(Value::Object(g.params), serde_json::json!({"a": 1, "b": 3}));
+    }
+}

@@ -1,0 +1,145 @@
+//! Mutation, then validation on the mutated object: the decision the webhooks make.
+//!
+//! Entry points: [`mutate`] (what `/mutate` answers), [`validate`] (what `/validate`
+//! answers) and [`review`] (both in sequence, what the apiserver's two calls add up to,
+//! and what `gangplank check` shows).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::input::{Input, Operation};
+use crate::policy::{Action, EvalError, Intent, PolicySet, Violation};
+
+/// What the policies make of one request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    /// Why no policy ran (not a training job, DELETE, excluded namespace), if so.
+    pub skipped: Option<String>,
+    pub violations: Vec<Violation>,
+    /// Intents that changed the object, in the order they were applied.
+    pub applied: Vec<Intent>,
+    /// RFC 6902 patch from the submitted object to the mutated one.
+    pub patch: json_patch::Patch,
+    /// The object as it will be stored.
+    pub mutated: Value,
+}
+
+impl Decision {
+    fn skip(input: &Input, reason: String) -> Decision {
+        Decision {
+            skipped: Some(reason),
+            violations: Vec::new(),
+            applied: Vec::new(),
+            patch: json_patch::Patch(Vec::new()),
+            mutated: input.object.clone(),
+        }
+    }
+
+    /// Allowed unless a policy with action `deny` found a violation.
+    pub fn allowed(&self) -> bool {
+        !self.violations.iter().any(|v| v.action == Action::Deny)
+    }
+
+    pub fn with_action(&self, action: Action) -> impl Iterator<Item = &Violation> {
+        self.violations.iter().filter(move |v| v.action == action)
+    }
+
+    /// `[policy] path: message` for each warn-action violation: what `kubectl` prints.
+    pub fn warnings(&self) -> Vec<String> {
+        self.with_action(Action::Warn)
+            .map(Violation::render)
+            .collect()
+    }
+
+    /// The denial message: every deny violation, one per line.
+    pub fn denial_message(&self) -> Option<String> {
+        let lines: Vec<String> = self
+            .with_action(Action::Deny)
+            .map(Violation::render)
+            .collect();
+        (!lines.is_empty()).then(|| lines.join("\n"))
+    }
+}
+
+/// Why policies do not look at this request, if they don't.
+pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
+    if matches!(input.operation, Operation::Delete | Operation::Connect) {
+        return Some(format!(
+            "{} requests are not checked",
+            input.operation.as_str()
+        ));
+    }
+    if input.kind().is_none() {
+        let (api_version, kind) = input.type_meta();
+        return Some(format!(
+            "not a training job ({api_version}/{kind}); allowed untouched"
+        ));
+    }
+    if set
+        .excluded_namespaces()
+        .iter()
+        .any(|n| *n == input.namespace)
+    {
+        return Some(format!(
+            "namespace {} is excluded from every policy",
+            input.namespace
+        ));
+    }
+    None
+}
+
+/// The mutated object, the intents that changed it and the patch.
+pub struct Mutation {
+    pub mutated: Value,
+    pub applied: Vec<Intent>,
+    pub patch: json_patch::Patch,
+}
+
+/// Runs every mutation policy on the submitted object. Policies all see the submitted
+/// object; their intents are applied in order (see [`PolicySet::mutation_intents`]).
+pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
+    let intents = set.mutation_intents(&input.build_rego_input(), &input.namespace)?;
+    let mut mutated = input.object.clone();
+    let mut applied = Vec::new();
+    for intent in intents {
+        if intent.apply(&mut mutated)? {
+            applied.push(intent);
+        }
+    }
+    let patch = json_patch::diff(&input.object, &mutated);
+    Ok(Mutation {
+        mutated,
+        applied,
+        patch,
+    })
+}
+
+/// Runs every validation policy on `object` (the mutated object, as the apiserver calls
+/// validating webhooks after mutating ones).
+pub fn validate(
+    set: &PolicySet,
+    input: &Input,
+    object: &Value,
+) -> Result<Vec<Violation>, EvalError> {
+    set.violations(&input.rego_input_for(object), &input.namespace)
+}
+
+/// Mutation, then validation of the result.
+pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
+    if let Some(reason) = skip_reason(set, input) {
+        return Ok(Decision::skip(input, reason));
+    }
+    let Mutation {
+        mutated,
+        applied,
+        patch,
+    } = mutate(set, input)?;
+    let violations = validate(set, input, &mutated)?;
+    Ok(Decision {
+        skipped: None,
+        violations,
+        applied,
+        patch,
+        mutated,
+    })
+}

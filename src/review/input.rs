@@ -1,0 +1,204 @@
+//! One admission request as the policies see it, from a bare manifest or an AdmissionReview.
+//!
+//! Entry points: [`Input::create`] (a manifest, treated as CREATE) and [`Input::from_review`]
+//! (`admission.k8s.io/v1` AdmissionReview). [`Input::rego_input`] builds the Rego input
+//! document: `request`, `object`, `oldObject`, `job` (JobView), `oldJob`, `images`.
+
+use regorus::Value as RegoValue;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::job::{self, JobView, KindSpec};
+use crate::policy::set::to_rego;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn parse(s: &str) -> Option<Operation> {
+        match s {
+            "CREATE" => Some(Operation::Create),
+            "UPDATE" => Some(Operation::Update),
+            "DELETE" => Some(Operation::Delete),
+            "CONNECT" => Some(Operation::Connect),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub uid: String,
+    pub operation: Operation,
+    pub namespace: String,
+    pub name: String,
+    pub dry_run: bool,
+    pub user_info: Value,
+    /// The object as submitted; `null` on DELETE.
+    pub object: Value,
+    pub old_object: Option<Value>,
+    /// Image reference → resolved digest, when a resolver (or a test fixture) supplied them.
+    pub images: Map<String, Value>,
+}
+
+/// Request fields policies may read as `input.request`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestView<'a> {
+    uid: &'a str,
+    operation: Operation,
+    namespace: &'a str,
+    name: &'a str,
+    dry_run: bool,
+    user_info: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RegoInput<'a> {
+    request: RequestView<'a>,
+    object: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    old_object: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job: Option<JobView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    old_job: Option<JobView>,
+    images: &'a Map<String, Value>,
+}
+
+impl Input {
+    /// A bare manifest, as `kubectl apply` would create it. Objects without a namespace go
+    /// to `default_namespace`, as kubectl does.
+    pub fn create(object: Value, default_namespace: &str) -> Input {
+        let meta = object.get("metadata");
+        let text = |k: &str| {
+            meta.and_then(|m| m.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let namespace = Some(text("namespace"))
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| default_namespace.to_string());
+        Input {
+            uid: String::new(),
+            operation: Operation::Create,
+            namespace,
+            name: text("name"),
+            dry_run: false,
+            user_info: Value::Object(Map::new()),
+            object,
+            old_object: None,
+            images: Map::new(),
+        }
+    }
+
+    /// The `request` of an AdmissionReview. Errors say which field is wrong.
+    pub fn from_review(review: &Value) -> Result<Input, String> {
+        let request = match review.get("request") {
+            Some(Value::Object(r)) => r,
+            Some(_) => return Err("AdmissionReview.request must be an object".into()),
+            None => return Err("AdmissionReview has no request".into()),
+        };
+        let text = |k: &str| {
+            request
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let operation = request
+            .get("operation")
+            .and_then(Value::as_str)
+            .unwrap_or("CREATE");
+        let operation = Operation::parse(operation)
+            .ok_or_else(|| format!("AdmissionReview.request.operation {operation:?} is not CREATE, UPDATE, DELETE or CONNECT"))?;
+        let object = request.get("object").cloned().unwrap_or(Value::Null);
+        let old_object = request.get("oldObject").filter(|o| !o.is_null()).cloned();
+        if object.is_null() && old_object.is_none() {
+            return Err("AdmissionReview.request has neither object nor oldObject".into());
+        }
+        Ok(Input {
+            uid: text("uid"),
+            operation,
+            namespace: text("namespace"),
+            name: text("name"),
+            dry_run: request
+                .get("dryRun")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            user_info: request
+                .get("userInfo")
+                .cloned()
+                .unwrap_or(Value::Object(Map::new())),
+            object,
+            old_object,
+            images: Map::new(),
+        })
+    }
+
+    /// The object the request is about: the new one, or the old one on DELETE.
+    pub fn subject(&self) -> &Value {
+        match (&self.object, &self.old_object) {
+            (Value::Null, Some(old)) => old,
+            (obj, _) => obj,
+        }
+    }
+
+    /// `apiVersion` and `kind` of the subject.
+    pub fn type_meta(&self) -> (&str, &str) {
+        let s = self.subject();
+        let field = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default();
+        (field("apiVersion"), field("kind"))
+    }
+
+    /// The kind table row, when the subject is a training job gangplank knows.
+    pub fn kind(&self) -> Option<&'static KindSpec> {
+        let (api_version, kind) = self.type_meta();
+        job::lookup(api_version, kind)
+    }
+
+    /// The Rego input with `object` as the subject (the submitted object, or the mutated one
+    /// when validating after mutation).
+    pub fn rego_input_for(&self, object: &Value) -> RegoValue {
+        let kind = self.kind();
+        let input = RegoInput {
+            request: RequestView {
+                uid: &self.uid,
+                operation: self.operation,
+                namespace: &self.namespace,
+                name: &self.name,
+                dry_run: self.dry_run,
+                user_info: &self.user_info,
+            },
+            object,
+            old_object: self.old_object.as_ref(),
+            job: kind.map(|k| JobView::build(k, object)),
+            old_job: kind
+                .zip(self.old_object.as_ref())
+                .map(|(k, o)| JobView::build(k, o)),
+            images: &self.images,
+        };
+        serde_json::to_value(&input).map_or(RegoValue::Undefined, |v| to_rego(&v))
+    }
+
+    pub fn build_rego_input(&self) -> RegoValue {
+        self.rego_input_for(&self.object)
+    }
+}
