@@ -37,8 +37,10 @@ pub struct JobView {
     pub replica_specs_path: String,
     /// Replica types this kind allows, canonical spelling.
     pub allowed_types: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub default_container: Option<&'static str>,
     pub requires_default_container: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<PortView>,
     /// Values of `runPolicy.managedBy` upstream accepts for this kind.
     pub managed_by_allowed: Vec<&'static str>,
@@ -71,7 +73,8 @@ pub struct ReplicaView {
     pub replica_type: String,
     /// Whether the kind allows this replica type.
     pub known: bool,
-    /// coordinator | launcher | worker | ps | evaluator, or null when unknown.
+    /// coordinator | launcher | worker | ps | evaluator; undefined when the type is unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
     /// Master, Chief or Launcher: the one replica the job cannot have two of.
     pub coordinator: bool,
@@ -84,6 +87,7 @@ pub struct ReplicaView {
     pub path: String,
     pub template_path: String,
     pub pod_spec_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_name: Option<String>,
     pub node_selector: Map<String, Value>,
     pub annotations: Map<String, Value>,
@@ -91,6 +95,7 @@ pub struct ReplicaView {
     pub containers: Vec<ContainerView>,
     pub init_containers: Vec<ContainerView>,
     /// Index into `containers` of the container the operator configures, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub default_container_index: Option<usize>,
     /// Whole GPUs per pod (`*/gpu` resources) over regular containers.
     pub gpus_per_pod: i64,

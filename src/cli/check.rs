@@ -1,0 +1,97 @@
+//! `gangplank check`: dry-run manifests through mutation then validation, as the webhooks
+//! will, and show verdicts, violations and the exact patch.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::exit;
+use super::report::{self, Outcome};
+use crate::policy::PolicySet;
+use crate::review::documents::{ReadOptions, DEFAULT_MAX_DOCUMENT_BYTES};
+use crate::review::{self, read_documents};
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Manifests: YAML or JSON files, directories (searched recursively), `-` for stdin.
+    /// Bare objects are treated as CREATE; AdmissionReviews are used as they are.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Policy directory: *.rego, lib/, params.yaml.
+    #[arg(long, default_value = "policies", env = "GANGPLANK_POLICIES")]
+    pub policies: PathBuf,
+    /// `text`: report per object. `yaml`: the mutated objects on stdout (report on stderr).
+    /// `json`: the full report as JSON.
+    #[arg(
+        short,
+        long,
+        value_enum,
+        default_value = "text",
+        env = "GANGPLANK_OUTPUT"
+    )]
+    pub output: Output,
+    /// Namespace for manifests that name none.
+    #[arg(short, long, default_value = "default", env = "GANGPLANK_NAMESPACE")]
+    pub namespace: String,
+    /// Largest document accepted, in bytes (the apiserver's request limit is 3 MiB).
+    #[arg(long, default_value_t = DEFAULT_MAX_DOCUMENT_BYTES, env = "GANGPLANK_MAX_DOCUMENT_BYTES")]
+    pub max_document_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Yaml,
+    Json,
+}
+
+impl CheckArgs {
+    pub fn run(self) -> u8 {
+        let Self {
+            paths,
+            policies,
+            output,
+            namespace,
+            max_document_bytes,
+        } = self;
+        let set = match PolicySet::load(&policies) {
+            Ok(set) => set,
+            Err(e) => {
+                eprintln!(
+                    "error: cannot load policies from {}: {}",
+                    policies.display(),
+                    report::error_chain(&e)
+                );
+                return exit::UNREADABLE;
+            }
+        };
+        let opts = ReadOptions {
+            max_document_bytes,
+            default_namespace: namespace,
+        };
+        let outcomes: Vec<Outcome> = read_documents(&paths, &opts)
+            .into_iter()
+            .map(|doc| match doc {
+                Ok(doc) => {
+                    let decision = review::review(&set, &doc.input);
+                    Outcome::decided(doc, decision)
+                }
+                Err(e) => Outcome::unreadable(e),
+            })
+            .collect();
+        let stdout = std::io::stdout();
+        let stderr = std::io::stderr();
+        let written = match output {
+            Output::Text => report::write_text(&mut stdout.lock(), &outcomes),
+            Output::Json => report::write_json(&mut stdout.lock(), &outcomes),
+            Output::Yaml => report::write_text(&mut stderr.lock(), &outcomes)
+                .and_then(|()| report::write_mutated_yaml(&mut stdout.lock(), &outcomes)),
+        };
+        if let Err(e) = written.and_then(|()| stdout.lock().flush()) {
+            eprintln!("error: cannot write output: {e}");
+            return exit::UNREADABLE;
+        }
+        report::exit_code(&outcomes)
+    }
+}
