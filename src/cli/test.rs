@@ -1,14 +1,21 @@
-//! `gangplank test`: run policy test suites.
+//! `gangplank test`: run policy test suites (Rego `test_*` rules and YAML case files).
 
 use std::path::PathBuf;
 
 use clap::Args;
+
+use super::exit;
+use crate::suite::junit::{self, JunitCase};
+use crate::suite::Suite;
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
     /// Policy directory; its tests/ holds *.rego test modules and *.yaml case files.
     #[arg(default_value = "policies", env = "GANGPLANK_POLICIES")]
     pub dir: PathBuf,
+    /// Only run tests whose name contains this text.
+    #[arg(long, env = "GANGPLANK_TEST_FILTER")]
+    pub filter: Option<String>,
     /// Also write a JUnit XML report here.
     #[arg(long, env = "GANGPLANK_JUNIT")]
     pub junit: Option<PathBuf>,
@@ -16,8 +23,54 @@ pub struct TestArgs {
 
 impl TestArgs {
     pub fn run(self) -> u8 {
-        let Self { dir, junit } = self;
-        let _ = (dir, junit);
-        2
+        let Self { dir, filter, junit } = self;
+        let suite = match Suite::discover(&dir) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::UNREADABLE;
+            }
+        };
+        let mut results = Vec::new();
+        for test in suite.tests() {
+            let name = test.name(suite.root());
+            if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+                continue;
+            }
+            let result = suite.run(test);
+            match &result {
+                Ok(()) => println!("ok    {name}"),
+                Err(why) => println!("FAIL  {name}\n{}", indent(why)),
+            }
+            results.push((name, result));
+        }
+        let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+        println!("\n{} tests: {} passed, {failed} failed", results.len(), results.len() - failed);
+        if let Some(path) = junit {
+            let cases: Vec<JunitCase<'_>> = results
+                .iter()
+                .map(|(name, r)| {
+                    let (classname, test) = name.split_once(": ").unwrap_or(("policies", name));
+                    JunitCase { classname, name: test, failure: r.as_ref().err().map(String::as_str) }
+                })
+                .collect();
+            if let Err(e) = std::fs::write(&path, junit::render("gangplank policies", &cases)) {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return exit::UNREADABLE;
+            }
+        }
+        if results.is_empty() {
+            eprintln!("error: no tests found under {}/tests", dir.display());
+            return exit::FAILED;
+        }
+        if failed > 0 {
+            exit::FAILED
+        } else {
+            exit::OK
+        }
     }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("      {l}")).collect::<Vec<_>>().join("\n")
 }

@@ -1,1 +1,194 @@
+//! Policy test suites: Rego `test_*` rules and YAML case files under `<policies>/tests/`.
+//!
+//! Entry point: [`Suite::discover`], then [`Suite::tests`] and [`Suite::run`]. The same code
+//! backs `gangplank test` and the crate's own `cargo test` (one libtest trial per test).
+//!
+//! # Guarantees
+//! - A test passes only on a positive result: a Rego test must evaluate to `true` (undefined
+//!   fails), and a case must state at least one expectation.
+//! - Cases run exactly the production path ([`crate::review::review`]) on a policy set
+//!   compiled from the same sources, with the case's parameter overlay if it has one.
 
+pub mod case;
+pub mod expect;
+pub mod junit;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use regex::Regex;
+
+use crate::policy::load::{read_rego, rego_files, PolicySources};
+use crate::policy::set::from_rego;
+use crate::policy::{LoadError, ParamsFile, PolicySet};
+use case::{Case, CaseFile};
+
+/// One runnable test.
+#[derive(Debug, Clone)]
+pub enum TestCase {
+    Rego { file: PathBuf, package: String, rule: String },
+    Case { file: PathBuf, index: usize, case: Box<Case>, file_params: Option<ParamsFile>, fixtures: Arc<CaseFixtures> },
+}
+
+pub type CaseFixtures = std::collections::BTreeMap<String, serde_json::Value>;
+
+impl TestCase {
+    /// `tests/coordinator.yaml: two masters are refused` / `tests/lib_test.rego: test_ptr`.
+    pub fn name(&self, root: &Path) -> String {
+        match self {
+            TestCase::Rego { file, rule, .. } => format!("{}: {rule}", relative(file, root)),
+            TestCase::Case { file, case, .. } => format!("{}: {}", relative(file, root), case.note),
+        }
+    }
+}
+
+/// The result of one test: `Ok(())` or the reasons it failed.
+pub type TestResult = Result<(), String>;
+
+/// A loaded suite: the compiled base set plus every test found.
+pub struct Suite {
+    root: PathBuf,
+    base: Arc<PolicySet>,
+    tests: Vec<TestCase>,
+    /// Sets compiled with a case's params overlay, keyed by the overlay's JSON.
+    variants: Mutex<HashMap<String, Arc<PolicySet>>>,
+}
+
+/// Rule heads of Rego tests: `test_name if ...`, `test_name := ...`, `test_name { ... }`.
+fn test_rule_names(text: &str) -> Vec<String> {
+    let re = Regex::new(r"(?m)^(test_[A-Za-z0-9_]*)\b").ok();
+    let mut names: Vec<String> = re
+        .map(|re| re.captures_iter(text).filter_map(|c| c.get(1)).map(|m| m.as_str().to_string()).collect())
+        .unwrap_or_default();
+    names.dedup();
+    names
+}
+
+impl Suite {
+    /// Reads the policies in `dir` and the tests in `dir/tests`; compiles once.
+    pub fn discover(dir: &Path) -> Result<Suite, String> {
+        let mut sources = PolicySources::read_dir(dir).map_err(|e| load_error(&e))?;
+        let tests_dir = dir.join("tests");
+        let mut tests = Vec::new();
+        let mut rego_tests = Vec::new();
+        if tests_dir.is_dir() {
+            for path in rego_files(&tests_dir, true).map_err(|e| load_error(&e))? {
+                let file = read_rego(path).map_err(|e| load_error(&e))?;
+                let package = package_of(&file.path, &file.text)?;
+                rego_tests.push((file.path.clone(), package, test_rule_names(&file.text)));
+                sources.extra.push(file);
+            }
+        }
+        let base = PolicySet::compile(sources).map_err(|e| load_error(&e))?;
+        for (file, package, rules) in rego_tests {
+            tests.extend(rules.into_iter().map(|rule| TestCase::Rego { file: file.clone(), package: package.clone(), rule }));
+        }
+        if tests_dir.is_dir() {
+            tests.extend(case_tests(&tests_dir)?);
+        }
+        Ok(Suite { root: dir.to_path_buf(), base: Arc::new(base), tests, variants: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn tests(&self) -> &[TestCase] {
+        &self.tests
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn run(&self, test: &TestCase) -> TestResult {
+        match test {
+            TestCase::Rego { package, rule, .. } => self.run_rego(package, rule),
+            TestCase::Case { file, case, file_params, fixtures, .. } => {
+                self.run_case(file, case, file_params.as_ref(), fixtures)
+            }
+        }
+    }
+
+    fn run_rego(&self, package: &str, rule: &str) -> TestResult {
+        let mut engine = self.base.engine();
+        match engine.eval_rule(format!("{package}.{rule}")) {
+            Ok(v) if v == regorus::Value::Bool(true) => Ok(()),
+            Ok(regorus::Value::Undefined) => Err("undefined: some expression in the test body was false".into()),
+            Ok(v) => Err(format!("expected true, got {}", from_rego(&v))),
+            Err(e) => Err(format!("evaluation failed: {e}")),
+        }
+    }
+
+    fn run_case(&self, file: &Path, case: &Case, file_params: Option<&ParamsFile>, fixtures: &CaseFixtures) -> TestResult {
+        if case.expect.is_empty() {
+            return Err("the case has no expectations, so it could never fail".into());
+        }
+        let set = self.set_for(file_params, case.params.as_ref())?;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let input = case.input(fixtures, dir)?;
+        let result = crate::review::review(&set, &input);
+        let mismatches = expect::compare(&case.expect, &result);
+        if mismatches.is_empty() {
+            Ok(())
+        } else {
+            Err(mismatches.join("\n"))
+        }
+    }
+
+    /// The base set, or one compiled with the file's and the case's parameter overlays.
+    fn set_for(&self, file_params: Option<&ParamsFile>, case_params: Option<&ParamsFile>) -> Result<Arc<PolicySet>, String> {
+        if file_params.is_none() && case_params.is_none() {
+            return Ok(self.base.clone());
+        }
+        let mut sources = self.base.sources().clone();
+        for overlay in [file_params, case_params].into_iter().flatten() {
+            sources.params.overlay(overlay);
+        }
+        let key = serde_json::to_string(&sources.params).unwrap_or_default();
+        let mut variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = variants.get(&key) {
+            return Ok(set.clone());
+        }
+        let set = Arc::new(PolicySet::compile(sources).map_err(|e| load_error(&e))?);
+        variants.insert(key, set.clone());
+        Ok(set)
+    }
+}
+
+fn case_tests(dir: &Path) -> Result<Vec<TestCase>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    let mut tests = Vec::new();
+    for file in files {
+        let cf = CaseFile::read(&file)?;
+        let fixtures = Arc::new(cf.fixtures);
+        for (index, case) in cf.cases.into_iter().enumerate() {
+            tests.push(TestCase::Case {
+                file: file.clone(),
+                index,
+                case: Box::new(case),
+                file_params: cf.params.clone(),
+                fixtures: fixtures.clone(),
+            });
+        }
+    }
+    Ok(tests)
+}
+
+/// The package a test module declares (`data.gangplank.lib_test`).
+fn package_of(file: &Path, text: &str) -> Result<String, String> {
+    Regex::new(r"(?m)^package\s+([A-Za-z0-9_.]+)")
+        .ok()
+        .and_then(|re| re.captures(text)?.get(1).map(|m| format!("data.{}", m.as_str())))
+        .ok_or_else(|| format!("{}: no package declaration", file.display()))
+}
+
+fn load_error(e: &LoadError) -> String {
+    crate::cli::report::error_chain(e)
+}
+
+fn relative(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
+}

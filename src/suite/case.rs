@@ -1,0 +1,166 @@
+//! YAML case files: a job (or AdmissionReview) in, the expected decision out.
+//!
+//! ```yaml
+//! fixtures:                       # named objects cases can start from
+//!   pytorch: {apiVersion: kubeflow.org/v1, kind: PyTorchJob, ...}
+//! params:                         # overlay over params.yaml for every case of the file
+//!   policies: {images: {action: audit}}
+//! cases:
+//! - note: a Master without replicas is defaulted to one
+//!   object: {fixture: pytorch, merge: {spec: {pytorchReplicaSpecs: {Master: {replicas: null}}}}}
+//!   expect:
+//!     allowed: true
+//!     patched: {/spec/pytorchReplicaSpecs/Master/replicas: 1}
+//! ```
+//!
+//! See `policies/README.md` for every field.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::policy::ParamsFile;
+use crate::review::{Input, Operation};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseFile {
+    #[serde(default)]
+    pub fixtures: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub params: Option<ParamsFile>,
+    pub cases: Vec<Case>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Case {
+    pub note: String,
+    /// The object: inline, or `{fixture: name, merge: <RFC 7386 merge patch>}`.
+    pub object: Option<Value>,
+    /// A manifest file (first document), relative to the case file.
+    pub file: Option<PathBuf>,
+    /// A whole AdmissionReview instead of an object.
+    pub review: Option<Value>,
+    pub operation: Option<String>,
+    pub old_object: Option<Value>,
+    pub namespace: Option<String>,
+    /// `input.images`: image reference → digest, as a resolver would supply.
+    #[serde(default)]
+    pub images: Map<String, Value>,
+    pub params: Option<ParamsFile>,
+    pub expect: Expect,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    pub allowed: Option<bool>,
+    pub skipped: Option<bool>,
+    /// Each must match some violation (any action).
+    #[serde(default)]
+    pub violations: Vec<ViolationMatch>,
+    /// When true, every violation must be matched by an entry of `violations`.
+    #[serde(default)]
+    pub exclusive: bool,
+    #[serde(default)]
+    pub no_violations_from: Vec<String>,
+    /// Regexes; each must match some warning (`[policy] path: message`).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// JSON pointer → value expected in the mutated object.
+    #[serde(default)]
+    pub patched: BTreeMap<String, Value>,
+    /// JSON pointers that must not exist in the mutated object.
+    #[serde(default)]
+    pub absent: Vec<String>,
+    /// The exact RFC 6902 patch.
+    pub patch: Option<Value>,
+    /// True: no patch at all.
+    pub unchanged: Option<bool>,
+    /// Regex the evaluation error must match (the policies must fail on this input).
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViolationMatch {
+    pub policy: Option<String>,
+    pub path: Option<String>,
+    /// Regex over the message.
+    pub message: Option<String>,
+    pub action: Option<String>,
+}
+
+impl Expect {
+    /// A case that asserts nothing cannot fail, which makes it a defect.
+    pub fn is_empty(&self) -> bool {
+        self.allowed.is_none()
+            && self.skipped.is_none()
+            && self.violations.is_empty()
+            && !self.exclusive
+            && self.no_violations_from.is_empty()
+            && self.warnings.is_empty()
+            && self.patched.is_empty()
+            && self.absent.is_empty()
+            && self.patch.is_none()
+            && self.unchanged.is_none()
+            && self.error.is_none()
+    }
+}
+
+impl CaseFile {
+    pub fn read(path: &Path) -> Result<CaseFile, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        yaml_serde::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+impl Case {
+    /// Builds the admission input the case describes. `dir` is the case file's directory.
+    pub fn input(&self, fixtures: &BTreeMap<String, Value>, dir: &Path) -> Result<Input, String> {
+        let mut input = match (&self.object, &self.file, &self.review) {
+            (Some(obj), None, None) => Input::create(resolve(obj, fixtures)?, "default"),
+            (None, Some(file), None) => Input::create(first_document(&dir.join(file))?, "default"),
+            (None, None, Some(review)) => Input::from_review(review)?,
+            _ => return Err("give exactly one of object, file, review".into()),
+        };
+        if let Some(op) = &self.operation {
+            input.operation = Operation::parse(op).ok_or_else(|| format!("unknown operation {op:?}"))?;
+        }
+        if let Some(old) = &self.old_object {
+            input.old_object = Some(resolve(old, fixtures)?);
+        }
+        if let Some(ns) = &self.namespace {
+            input.namespace = ns.clone();
+        }
+        input.images.extend(self.images.clone());
+        Ok(input)
+    }
+}
+
+/// An inline object, or a fixture with a merge patch applied.
+fn resolve(spec: &Value, fixtures: &BTreeMap<String, Value>) -> Result<Value, String> {
+    let Some(name) = spec.get("fixture").filter(|_| spec.get("kind").is_none()) else {
+        return Ok(spec.clone());
+    };
+    let name = name.as_str().ok_or("fixture must be a name")?;
+    let mut obj = fixtures.get(name).cloned().ok_or_else(|| format!("no fixture named {name:?}"))?;
+    if let Some(patch) = spec.get("merge") {
+        json_patch::merge(&mut obj, patch);
+    }
+    Ok(obj)
+}
+
+fn first_document(path: &Path) -> Result<Value, String> {
+    let mut out = Vec::new();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    crate::review::documents::parse_text(&path.display().to_string(), &text, &Default::default(), &mut out);
+    match out.into_iter().next() {
+        Some(Ok(doc)) => Ok(doc.input.object),
+        Some(Err(e)) => Err(format!("{}: {}", e.source, e.message)),
+        None => Err(format!("{}: no document", path.display())),
+    }
+}
