@@ -1,0 +1,195 @@
+//! The policy engine on policy directories of its own: loading errors name the file and line,
+//! a broken set is never half-loaded, parameters and actions apply, intents are deterministic.
+
+use std::fs;
+use std::path::Path;
+
+use gangplank::policy::{Action, LoadError, PolicySet};
+use gangplank::review::{self, Input};
+use serde_json::{json, Value};
+
+const GOOD: &str = r#"package gangplank.policies.backoff
+
+import rego.v1
+
+meta := {"title": "Backoff", "description": "defaults backoffLimit", "action": "deny", "params": {"limit": 3, "max": 10}}
+
+mutation contains {"op": "default", "path": "/spec/runPolicy/backoffLimit", "value": data.params.backoff.limit}
+
+violation contains {"path": "/spec/runPolicy/backoffLimit", "msg": sprintf("backoffLimit %d is over %d", [b, data.params.backoff.max])} if {
+	b := input.object.spec.runPolicy.backoffLimit
+	b > data.params.backoff.max
+}
+"#;
+
+fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, text) in files {
+        let path = dir.path().join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("mkdir");
+        }
+        fs::write(path, text).expect("write policy");
+    }
+    dir
+}
+
+fn job(backoff: Option<i64>) -> Value {
+    let mut j = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "t", "namespace": "ns"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "pytorch", "image": "x"}]}}}}}
+    });
+    if let Some(b) = backoff {
+        j["spec"]["runPolicy"] = json!({"backoffLimit": b});
+    }
+    j
+}
+
+fn load(dir: &Path) -> Result<PolicySet, String> {
+    PolicySet::load(dir).map_err(|e| format!("{e}"))
+}
+
+#[test]
+fn defaults_a_missing_field_and_reports_the_minimal_patch() {
+    let dir = dir_with(&[("backoff.rego", GOOD)]);
+    let set = load(dir.path()).expect("loads");
+    let d = review::review(&set, &Input::create(job(None), "default")).expect("decides");
+    assert!(d.allowed());
+    let patch = serde_json::to_value(&d.patch).expect("patch json");
+    assert_eq!(patch, json!([{"op": "add", "path": "/spec/runPolicy", "value": {"backoffLimit": 3}}]));
+}
+
+#[test]
+fn never_overwrites_a_user_value_with_a_default() {
+    let dir = dir_with(&[("backoff.rego", GOOD)]);
+    let set = load(dir.path()).expect("loads");
+    let d = review::review(&set, &Input::create(job(Some(5)), "default")).expect("decides");
+    assert!(d.patch.0.is_empty(), "{:?}", d.patch);
+}
+
+#[test]
+fn params_yaml_overrides_parameters_and_actions() {
+    let params = "policies:\n  backoff:\n    action: warn\n    params: {max: 4}\n";
+    let dir = dir_with(&[("backoff.rego", GOOD), ("params.yaml", params)]);
+    let set = load(dir.path()).expect("loads");
+    assert_eq!(set.policy("backoff").map(|p| p.action), Some(Action::Warn));
+    let d = review::review(&set, &Input::create(job(Some(5)), "default")).expect("decides");
+    assert!(d.allowed());
+    assert_eq!(d.warnings(), vec!["[backoff] /spec/runPolicy/backoffLimit: backoffLimit 5 is over 4"]);
+}
+
+#[test]
+fn excluded_namespaces_skip_every_policy() {
+    let params = "excludedNamespaces: [ns]\n";
+    let dir = dir_with(&[("backoff.rego", GOOD), ("params.yaml", params)]);
+    let set = load(dir.path()).expect("loads");
+    let d = review::review(&set, &Input::create(job(Some(50)), "default")).expect("decides");
+    assert!(d.skipped.as_deref().is_some_and(|s| s.contains("namespace ns")), "{:?}", d.skipped);
+}
+
+#[test]
+fn disabled_policies_are_not_evaluated() {
+    let params = "policies:\n  backoff: {enabled: false}\n";
+    let dir = dir_with(&[("backoff.rego", GOOD), ("params.yaml", params)]);
+    let set = load(dir.path()).expect("loads");
+    let d = review::review(&set, &Input::create(job(Some(50)), "default")).expect("decides");
+    assert!(d.violations.is_empty() && d.patch.0.is_empty());
+}
+
+#[test]
+fn a_syntax_error_names_the_policy_file_and_line() {
+    let broken = GOOD.replace("b > data.params.backoff.max", "b > > data.params.backoff.max");
+    let dir = dir_with(&[("backoff.rego", &broken)]);
+    let err = load(dir.path()).err().expect("must not load");
+    assert!(err.contains("backoff"), "{err}");
+    assert!(err.contains("backoff.rego:11:9"), "file:line:col expected, got {err}");
+    assert!(err.contains("^"), "the caret under the fault must survive: {err}");
+}
+
+#[test]
+fn one_broken_file_fails_the_whole_set() {
+    let other = GOOD.replace("backoff", "other").replace("if {", "if {{");
+    let dir = dir_with(&[("backoff.rego", GOOD), ("other.rego", &other)]);
+    assert!(load(dir.path()).is_err(), "a set with a broken file must not load partly");
+}
+
+#[test]
+fn a_package_that_does_not_match_the_file_name_is_refused() {
+    let dir = dir_with(&[("limits.rego", GOOD)]);
+    let err = load(dir.path()).err().expect("must not load");
+    assert!(err.contains("package gangplank.policies.limits"), "{err}");
+}
+
+#[test]
+fn a_policy_without_meta_is_refused() {
+    let no_meta = GOOD.replace("meta :=", "not_meta :=");
+    let dir = dir_with(&[("backoff.rego", &no_meta)]);
+    let err = load(dir.path()).err().expect("must not load");
+    assert!(err.contains("meta"), "{err}");
+}
+
+#[test]
+fn params_naming_an_unknown_policy_are_refused() {
+    let dir = dir_with(&[("backoff.rego", GOOD), ("params.yaml", "policies:\n  bakoff: {action: warn}\n")]);
+    match PolicySet::load(dir.path()) {
+        Err(LoadError::UnknownPolicy { name, .. }) => assert_eq!(name, "bakoff"),
+        other => panic!("expected UnknownPolicy, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_runtime_fault_every_request_would_hit_fails_at_load() {
+    let faulty = format!("{GOOD}\nviolation contains {{\"msg\": no_such_function(input.job.name)}}\n");
+    let dir = dir_with(&[("backoff.rego", &faulty)]);
+    assert!(load(dir.path()).is_err());
+}
+
+#[test]
+fn an_empty_directory_is_an_error() {
+    let dir = dir_with(&[]);
+    let err = load(dir.path()).err().expect("must not load");
+    assert!(err.contains("no policies"), "{err}");
+}
+
+#[test]
+fn intents_apply_in_policy_name_order() {
+    let set_to = |name: &str, v: &str| {
+        format!(
+            "package gangplank.policies.{name}\n\nimport rego.v1\n\nmeta := {{\"title\": \"t\", \"description\": \"d\", \"action\": \"deny\"}}\n\nmutation contains {{\"op\": \"set\", \"path\": \"/metadata/labels/owner\", \"value\": \"{v}\"}}\n"
+        )
+    };
+    let dir = dir_with(&[("b_second.rego", &set_to("b_second", "b")), ("a_first.rego", &set_to("a_first", "a"))]);
+    let set = load(dir.path()).expect("loads");
+    for _ in 0..3 {
+        let d = review::review(&set, &Input::create(job(None), "default")).expect("decides");
+        assert_eq!(d.mutated.pointer("/metadata/labels/owner"), Some(&json!("b")));
+        let order: Vec<&str> = d.applied.iter().map(|i| i.policy.as_str()).collect();
+        assert_eq!(order, vec!["a_first", "b_second"]);
+    }
+}
+
+#[test]
+fn a_malformed_intent_is_an_evaluation_error_naming_the_policy() {
+    let bad = GOOD.replace("\"op\": \"default\"", "\"op\": \"replace\"");
+    let dir = dir_with(&[("backoff.rego", &bad)]);
+    match PolicySet::load(dir.path()) {
+        Ok(set) => {
+            let e = review::review(&set, &Input::create(job(None), "default")).err().map(|e| e.to_string());
+            assert!(e.as_deref().is_some_and(|e| e.contains("backoff") && e.contains("op")), "{e:?}");
+        }
+        Err(e) => panic!("the set itself is valid Rego: {e}"),
+    }
+}
+
+#[test]
+fn non_training_kinds_and_deletes_are_skipped() {
+    let dir = dir_with(&[("backoff.rego", GOOD)]);
+    let set = load(dir.path()).expect("loads");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let d = review::review(&set, &Input::create(cm, "default")).expect("decides");
+    assert!(d.skipped.is_some() && d.patch.0.is_empty());
+    let review_json = json!({"request": {"uid": "1", "operation": "DELETE", "oldObject": job(Some(99))}});
+    let input = Input::from_review(&review_json).expect("valid review");
+    assert!(review::review(&set, &input).expect("decides").skipped.is_some());
+}
