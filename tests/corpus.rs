@@ -1,0 +1,353 @@
+//! Real manifests: the upstream Kubeflow and MPI operator examples (`shared/corpus`) must be
+//! read and reviewed without an input or policy error, and whatever gangplank mutates must
+//! stay valid for the upstream CRD schemas, so that the apiserver stores what we patched.
+//!
+//! The corpus lives outside the repository: `GANGPLANK_CORPUS`, else `../shared/corpus`
+//! beside the crate. Without it these tests print a notice and pass (CI may not have it).
+//!
+//! Schemas are checked twice, as the apiserver would treat them:
+//! - *loose*: the openAPIV3Schema as JSON Schema (draft 4, which OpenAPI 3.0 schemas follow):
+//!   what the apiserver would reject;
+//! - *strict*: also `additionalProperties: false` wherever the schema lists properties and
+//!   does not preserve unknown fields: fields the apiserver would silently prune. A mutation
+//!   must not add any (the default it meant to persist would vanish).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use gangplank::policy::PolicySet;
+use gangplank::review::documents::ReadOptions;
+use gangplank::review::{read_documents, review};
+use jsonschema::Validator;
+use serde_json::{Map, Value};
+
+const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies");
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+/// Schema error messages quote the offending value, which can be a whole pod template.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// The corpus directory, or `None` after printing why the test is skipped.
+fn corpus_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("GANGPLANK_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "skipped: corpus not found at {} (set GANGPLANK_CORPUS)",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// Compiled validators of one CRD version.
+struct Schemas {
+    crd: String,
+    loose: Validator,
+    strict: Validator,
+}
+
+/// (apiVersion, kind) → validators, compiled once for all tests of this file.
+type Crds = HashMap<(String, String), Schemas>;
+
+fn crds(corpus: &Path) -> &'static Crds {
+    static CRDS: OnceLock<Crds> = OnceLock::new();
+    CRDS.get_or_init(|| load_crds(&corpus.join("upstream-crds")))
+}
+
+fn load_crds(dir: &Path) -> Crds {
+    let mut out = Crds::new();
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list the CRDs in {}: {e}", dir.display()));
+    for path in entries.map(|e| e.expect("readable directory entry").path()) {
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let crd: Value = yaml_serde::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
+        add_crd(&mut out, &path, &crd);
+    }
+    assert!(!out.is_empty(), "no CRDs found in {}", dir.display());
+    out
+}
+
+fn add_crd(out: &mut Crds, path: &Path, crd: &Value) {
+    let text = |ptr: &str| crd.pointer(ptr).and_then(Value::as_str).unwrap_or_default();
+    let (group, kind) = (text("/spec/group"), text("/spec/names/kind"));
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    for version in versions.into_iter().flatten() {
+        let Some(schema) = version.pointer("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        let name = version
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let file = path
+            .file_name()
+            .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+        let compile = |strict: bool| {
+            jsonschema::draft4::new(&to_json_schema(schema, strict))
+                .unwrap_or_else(|e| panic!("{file} {name}: schema does not compile: {e}"))
+        };
+        out.insert(
+            (format!("{group}/{name}"), kind.to_string()),
+            Schemas {
+                crd: format!("{file} ({name})"),
+                loose: compile(false),
+                strict: compile(true),
+            },
+        );
+    }
+}
+
+/// A Kubernetes structural schema as plain JSON Schema: `x-kubernetes-*` keys dropped, and
+/// `type` dropped where `x-kubernetes-int-or-string` allows either. With `strict`, objects
+/// that list properties refuse others (see the module doc).
+fn to_json_schema(schema: &Value, strict: bool) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let flag = |k: &str| map.get(k).and_then(Value::as_bool).unwrap_or(false);
+            let int_or_string = flag("x-kubernetes-int-or-string");
+            let preserve = flag("x-kubernetes-preserve-unknown-fields");
+            let mut out: Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| !k.starts_with("x-kubernetes-"))
+                .filter(|(k, _)| !(int_or_string && *k == "type"))
+                .map(|(k, v)| (k.clone(), to_json_schema(v, strict)))
+                .collect();
+            if strict
+                && !preserve
+                && out.contains_key("properties")
+                && !out.contains_key("additionalProperties")
+            {
+                out.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| to_json_schema(v, strict)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The apiserver drops `null` fields that the schema does not mark nullable (none of these
+/// CRDs marks any) before validating; upstream examples rely on it (`command:` left empty).
+fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Every schema error as `instance path: message`.
+fn schema_errors(validator: &Validator, object: &Value) -> Vec<String> {
+    let object = without_nulls(object);
+    validator
+        .iter_errors(&object)
+        .map(|e| {
+            let msg: String = e.to_string().chars().take(MAX_MESSAGE_CHARS).collect();
+            format!("{}: {msg}", e.instance_path())
+        })
+        .collect()
+}
+
+/// One training object after review.
+struct Reviewed {
+    source: String,
+    api_version: String,
+    kind: String,
+    original: Value,
+    mutated: Value,
+}
+
+/// Reads and reviews `paths`; input and policy errors are returned as failures.
+fn review_paths(paths: &[PathBuf]) -> (Vec<Reviewed>, Vec<String>) {
+    let set = PolicySet::load(Path::new(POLICIES))
+        .unwrap_or_else(|e| panic!("policies in {POLICIES} do not load: {e}"));
+    let (mut jobs, mut failures) = (Vec::new(), Vec::new());
+    for doc in read_documents(paths, &ReadOptions::default()) {
+        let doc = match doc {
+            Ok(doc) => doc,
+            Err(e) => {
+                failures.push(format!("{}: input error: {}", e.source, e.message));
+                continue;
+            }
+        };
+        match review(&set, &doc.input) {
+            Err(e) => failures.push(format!("{}: policy error: {e}", doc.source)),
+            Ok(d) if d.skipped.is_some() => {}
+            Ok(d) => {
+                let (api_version, kind) = doc.input.type_meta();
+                jobs.push(Reviewed {
+                    api_version: api_version.to_string(),
+                    kind: kind.to_string(),
+                    original: doc.input.object.clone(),
+                    source: doc.source,
+                    mutated: d.mutated,
+                });
+            }
+        }
+    }
+    (jobs, failures)
+}
+
+/// Schema failures of one reviewed object. With `strict_original`, the object must carry no
+/// unknown field at all; otherwise it may keep the unknown fields it came with.
+fn validate(job: &Reviewed, crds: &Crds, strict_original: bool) -> Vec<String> {
+    let Some(schemas) = crds.get(&(job.api_version.clone(), job.kind.clone())) else {
+        return vec![format!(
+            "{}: no upstream CRD for {} {}",
+            job.source, job.api_version, job.kind
+        )];
+    };
+    let invalid = schema_errors(&schemas.loose, &job.mutated);
+    let before = if strict_original {
+        Vec::new()
+    } else {
+        schema_errors(&schemas.strict, &job.original)
+    };
+    let pruned: Vec<String> = schema_errors(&schemas.strict, &job.mutated)
+        .into_iter()
+        .filter(|e| !invalid.contains(e) && !before.contains(e))
+        .collect();
+    let crd = &schemas.crd;
+    let mut out: Vec<String> = invalid
+        .iter()
+        .map(|e| format!("{}: mutated object is invalid for {crd}: {e}", job.source))
+        .collect();
+    out.extend(pruned.iter().map(|e| {
+        format!(
+            "{}: field unknown to {crd} (the apiserver would prune it): {e}",
+            job.source
+        )
+    }));
+    out
+}
+
+fn assert_no_failures(what: &str, failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{what}: {} failures\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn reads_and_reviews_every_upstream_example_without_errors() {
+    let Some(corpus) = corpus_dir() else { return };
+    let (jobs, failures) = review_paths(&[corpus.join("upstream-examples")]);
+    assert_no_failures("upstream examples", &failures);
+    assert!(
+        jobs.len() >= 20,
+        "expected the upstream training jobs, found {}",
+        jobs.len()
+    );
+}
+
+#[test]
+fn mutated_upstream_examples_stay_valid_for_the_upstream_crds() {
+    let Some(corpus) = corpus_dir() else { return };
+    let crds = crds(&corpus);
+    let (jobs, mut failures) = review_paths(&[corpus.join("upstream-examples")]);
+    for job in &jobs {
+        failures.extend(validate(job, crds, false));
+    }
+    assert_no_failures("mutated upstream examples", &failures);
+}
+
+#[test]
+fn mutated_good_examples_are_valid_for_the_upstream_crds() {
+    let Some(corpus) = corpus_dir() else { return };
+    let crds = crds(&corpus);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(EXAMPLES)
+        .expect("examples/ should exist")
+        .map(|e| e.expect("readable directory entry").path())
+        .filter(|p| p.is_file() && is_manifest(p))
+        .collect();
+    files.sort();
+    let (jobs, mut failures) = review_paths(&files);
+    assert!(
+        jobs.len() >= 8,
+        "expected the example jobs, found {}",
+        jobs.len()
+    );
+    for job in &jobs {
+        failures.extend(validate(job, crds, true));
+    }
+    assert_no_failures("mutated examples", &failures);
+}
+
+#[test]
+fn upstream_schemas_catch_wrong_types_and_unknown_fields() {
+    let Some(corpus) = corpus_dir() else { return };
+    let crds = crds(&corpus);
+    let text = std::fs::read_to_string(format!("{EXAMPLES}/pytorchjob-gpu.yaml")).expect("example");
+    let job: Value = yaml_serde::from_str(&text).expect("the example is YAML");
+    let with = |ptr: &str, key: &str, value: Value| {
+        let mut j = job.clone();
+        let target = j
+            .pointer_mut(ptr)
+            .and_then(Value::as_object_mut)
+            .expect("pointer into the example");
+        target.insert(key.into(), value);
+        Reviewed {
+            source: format!("{ptr}/{key}"),
+            api_version: "kubeflow.org/v1".into(),
+            kind: "PyTorchJob".into(),
+            original: job.clone(),
+            mutated: j,
+        }
+    };
+    let spec = "/spec/pytorchReplicaSpecs/Worker";
+    let wrong_type = with(spec, "replicas", Value::from("eight"));
+    let unknown = with(spec, "gangSize", Value::from(9));
+    let fine = with(spec, "restartPolicy", Value::from("ExitCode"));
+    assert!(validate(&wrong_type, crds, true)
+        .iter()
+        .any(|e| e.contains("invalid")));
+    assert!(validate(&unknown, crds, true)
+        .iter()
+        .any(|e| e.contains("prune")));
+    assert_no_failures("a valid change", &validate(&fine, crds, true));
+}
+
+#[test]
+fn strict_schemas_refuse_unknown_fields_and_accept_int_or_string() {
+    let schema: Value = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "cpu": {"x-kubernetes-int-or-string": true, "type": "string", "anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {}},
+        },
+    });
+    let strict = jsonschema::draft4::new(&to_json_schema(&schema, true)).expect("compiles");
+    let ok = serde_json::json!({"cpu": 8, "free": {"anything": 1}, "dropped": null});
+    assert!(
+        schema_errors(&strict, &ok).is_empty(),
+        "{:?}",
+        schema_errors(&strict, &ok)
+    );
+    let unknown = serde_json::json!({"cpu": "8", "typo": 1});
+    assert_eq!(schema_errors(&strict, &unknown).len(), 1);
+}
+
+/// YAML or JSON, as `gangplank check` picks files in a directory (examples/ may also hold
+/// Cargo example programs).
+fn is_manifest(path: &std::path::Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+}
