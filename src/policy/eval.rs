@@ -1,7 +1,8 @@
 //! Evaluating a policy set on one input: mutation intents and violations.
 //!
-//! Each call clones the prepared engine (cheap: shared, copy-on-write state), sets the input
-//! and evaluates one generated entry rule that returns every policy's output at once.
+//! Each call evaluates one generated entry rule that returns every policy's output at once,
+//! on the bytecode VM when the set compiled for it, else on a clone of the prepared
+//! interpreter (cheap: shared, copy-on-write state).
 
 use regorus::Value as RegoValue;
 use serde::Serialize;

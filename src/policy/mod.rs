@@ -10,6 +10,7 @@ pub mod intent;
 pub mod load;
 pub mod params;
 pub mod set;
+pub mod vm;
 
 pub use error::{EvalError, LoadError};
 pub use eval::Violation;

@@ -17,6 +17,7 @@ use serde_json::{json, Map, Value};
 use super::error::LoadError;
 use super::load::{PolicySources, RegoFile};
 use super::params::Action;
+use super::vm::VmProgram;
 
 /// Package every policy lives under: `gangplank.policies.<name>`.
 pub const POLICY_PACKAGE: &str = "gangplank.policies";
@@ -54,6 +55,8 @@ impl PolicyInfo {
 #[derive(Debug, Clone)]
 pub struct PolicySet {
     pub(super) engine: Engine,
+    /// The bytecode program, or why the policies could not be compiled for it.
+    pub(super) vm: Result<VmProgram, String>,
     pub(super) policies: Vec<PolicyInfo>,
     pub(super) excluded_namespaces: Vec<String>,
     sources: PolicySources,
@@ -130,8 +133,13 @@ impl PolicySet {
                 policy: "<generated entry>".into(),
                 message: e.to_string(),
             })?;
+        let vm = VmProgram::compile(&mut engine);
+        if let Err(why) = &vm {
+            tracing::warn!(reason = %why, "policies run on the regorus interpreter: the bytecode compiler does not support them");
+        }
         let mut set = PolicySet {
             engine,
+            vm,
             policies,
             excluded_namespaces: sources.params.excluded_namespaces.clone(),
             sources,
@@ -155,6 +163,19 @@ impl PolicySet {
     /// Namespaces no policy applies to.
     pub fn excluded_namespaces(&self) -> &[String] {
         &self.excluded_namespaces
+    }
+
+    /// Why the set runs on the interpreter rather than the bytecode VM, if it does.
+    pub fn interpreter_reason(&self) -> Option<&str> {
+        self.vm.as_ref().err().map(String::as_str)
+    }
+
+    /// The same set forced onto the interpreter: the reference the VM is checked against.
+    pub fn interpreter_only(&self) -> PolicySet {
+        PolicySet {
+            vm: Err("forced: reference evaluation".into()),
+            ..self.clone()
+        }
     }
 
     /// A clone of the prepared engine, for evaluating extra rules (Rego tests).
@@ -285,9 +306,26 @@ fn entry_module(policies: &[PolicyInfo]) -> String {
     )
 }
 
-/// serde_json → regorus without an intermediate string.
+/// serde_json → regorus, walking the tree directly: the serde round trip costs about twice
+/// as much, and this conversion is the largest single cost of an admission request.
 pub fn to_rego(v: &Value) -> RegoValue {
-    serde::Deserialize::deserialize(v).unwrap_or(RegoValue::Undefined)
+    match v {
+        Value::Null => RegoValue::Null,
+        Value::Bool(b) => RegoValue::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => RegoValue::from(i),
+            (None, Some(u), _) => RegoValue::from(u),
+            (None, None, Some(f)) if f.is_finite() => RegoValue::from(f),
+            _ => RegoValue::Undefined,
+        },
+        Value::String(s) => RegoValue::String(s.as_str().into()),
+        Value::Array(items) => RegoValue::from(items.iter().map(to_rego).collect::<Vec<_>>()),
+        Value::Object(map) => RegoValue::from(
+            map.iter()
+                .map(|(k, v)| (RegoValue::String(k.as_str().into()), to_rego(v)))
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        ),
+    }
 }
 
 /// regorus → serde_json. Undefined becomes null.

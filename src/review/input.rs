@@ -4,12 +4,27 @@
 //! (`admission.k8s.io/v1` AdmissionReview). [`Input::rego_input`] builds the Rego input
 //! document: `request`, `object`, `oldObject`, `job` (JobView), `oldJob`, `images`.
 
+use std::collections::BTreeMap;
+
 use regorus::Value as RegoValue;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::job::{self, JobView, KindSpec};
 use crate::policy::set::to_rego;
+
+/// A small serializable value (request fields, JobView) as a Rego value.
+fn serialized(v: &impl Serialize) -> RegoValue {
+    serde_json::to_value(v).map_or(RegoValue::Undefined, |v| to_rego(&v))
+}
+
+fn to_rego_map(m: &Map<String, Value>) -> RegoValue {
+    RegoValue::from(
+        m.iter()
+            .map(|(k, v)| (RegoValue::String(k.as_str().into()), to_rego(v)))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -66,20 +81,6 @@ struct RequestView<'a> {
     name: &'a str,
     dry_run: bool,
     user_info: &'a Value,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RegoInput<'a> {
-    request: RequestView<'a>,
-    object: &'a Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    old_object: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    job: Option<JobView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    old_job: Option<JobView>,
-    images: &'a Map<String, Value>,
 }
 
 impl Input {
@@ -175,27 +176,33 @@ impl Input {
     }
 
     /// The Rego input with `object` as the subject (the submitted object, or the mutated one
-    /// when validating after mutation).
+    /// when validating after mutation). Objects are converted straight into Rego values,
+    /// never cloned as JSON first.
     pub fn rego_input_for(&self, object: &Value) -> RegoValue {
         let kind = self.kind();
-        let input = RegoInput {
-            request: RequestView {
-                uid: &self.uid,
-                operation: self.operation,
-                namespace: &self.namespace,
-                name: &self.name,
-                dry_run: self.dry_run,
-                user_info: &self.user_info,
-            },
-            object,
-            old_object: self.old_object.as_ref(),
-            job: kind.map(|k| JobView::build(k, object)),
-            old_job: kind
-                .zip(self.old_object.as_ref())
-                .map(|(k, o)| JobView::build(k, o)),
-            images: &self.images,
+        let request = RequestView {
+            uid: &self.uid,
+            operation: self.operation,
+            namespace: &self.namespace,
+            name: &self.name,
+            dry_run: self.dry_run,
+            user_info: &self.user_info,
         };
-        serde_json::to_value(&input).map_or(RegoValue::Undefined, |v| to_rego(&v))
+        let mut doc = BTreeMap::new();
+        let mut put = |k: &str, v: RegoValue| doc.insert(RegoValue::String(k.into()), v);
+        put("request", serialized(&request));
+        put("object", to_rego(object));
+        put("images", to_rego_map(&self.images));
+        if let Some(k) = kind {
+            put("job", serialized(&JobView::build(k, object)));
+        }
+        if let Some(old) = &self.old_object {
+            put("oldObject", to_rego(old));
+            if let Some(k) = kind {
+                put("oldJob", serialized(&JobView::build(k, old)));
+            }
+        }
+        RegoValue::from(doc)
     }
 
     pub fn build_rego_input(&self) -> RegoValue {

@@ -113,7 +113,8 @@ impl Expect {
 
 impl CaseFile {
     pub fn read(path: &Path) -> Result<CaseFile, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         yaml_serde::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
@@ -128,7 +129,8 @@ impl Case {
             _ => return Err("give exactly one of object, file, review".into()),
         };
         if let Some(op) = &self.operation {
-            input.operation = Operation::parse(op).ok_or_else(|| format!("unknown operation {op:?}"))?;
+            input.operation =
+                Operation::parse(op).ok_or_else(|| format!("unknown operation {op:?}"))?;
         }
         if let Some(old) = &self.old_object {
             input.old_object = Some(resolve(old, fixtures)?);
@@ -147,7 +149,10 @@ fn resolve(spec: &Value, fixtures: &BTreeMap<String, Value>) -> Result<Value, St
         return Ok(spec.clone());
     };
     let name = name.as_str().ok_or("fixture must be a name")?;
-    let mut obj = fixtures.get(name).cloned().ok_or_else(|| format!("no fixture named {name:?}"))?;
+    let mut obj = fixtures
+        .get(name)
+        .cloned()
+        .ok_or_else(|| format!("no fixture named {name:?}"))?;
     if let Some(patch) = spec.get("merge") {
         json_patch::merge(&mut obj, patch);
     }
@@ -156,8 +161,14 @@ fn resolve(spec: &Value, fixtures: &BTreeMap<String, Value>) -> Result<Value, St
 
 fn first_document(path: &Path) -> Result<Value, String> {
     let mut out = Vec::new();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    crate::review::documents::parse_text(&path.display().to_string(), &text, &Default::default(), &mut out);
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    crate::review::documents::parse_text(
+        &path.display().to_string(),
+        &text,
+        &Default::default(),
+        &mut out,
+    );
     match out.into_iter().next() {
         Some(Ok(doc)) => Ok(doc.input.object),
         Some(Err(e)) => Err(format!("{}: {}", e.source, e.message)),

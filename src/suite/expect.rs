@@ -13,13 +13,21 @@ pub fn compare(expect: &Expect, result: &Result<Decision, EvalError>) -> Vec<Str
     let d = match (result, &expect.error) {
         (Err(e), Some(pattern)) => return matches_regex(pattern, &e.to_string(), "error"),
         (Err(e), None) => return vec![format!("evaluation failed: {e}")],
-        (Ok(_), Some(pattern)) => return vec![format!("expected an evaluation error matching /{pattern}/, got a decision")],
+        (Ok(_), Some(pattern)) => {
+            return vec![format!(
+                "expected an evaluation error matching /{pattern}/, got a decision"
+            )]
+        }
         (Ok(d), None) => d,
     };
     let mut out = Vec::new();
     if let Some(allowed) = expect.allowed {
         if d.allowed() != allowed {
-            out.push(format!("expected allowed: {allowed}, got {}{}", d.allowed(), listing(&d.violations)));
+            out.push(format!(
+                "expected allowed: {allowed}, got {}{}",
+                d.allowed(),
+                listing(&d.violations)
+            ));
         }
     }
     if let Some(skipped) = expect.skipped {
@@ -31,7 +39,9 @@ pub fn compare(expect: &Expect, result: &Result<Decision, EvalError>) -> Vec<Str
     for pattern in &expect.warnings {
         let warnings = d.warnings();
         if !warnings.iter().any(|w| regex_matches(pattern, w)) {
-            out.push(format!("expected a warning matching /{pattern}/, got {warnings:?}"));
+            out.push(format!(
+                "expected a warning matching /{pattern}/, got {warnings:?}"
+            ));
         }
     }
     out.extend(object_mismatches(expect, d));
@@ -43,17 +53,27 @@ fn violation_mismatches(expect: &Expect, found: &[Violation]) -> Vec<String> {
     for m in &expect.violations {
         if !found.iter().any(|v| violation_matches(m, v)) {
             let wanted = serde_json::to_string(m).unwrap_or_default();
-            out.push(format!("expected a violation matching {wanted}{}", listing(found)));
+            out.push(format!(
+                "expected a violation matching {wanted}{}",
+                listing(found)
+            ));
         }
     }
     if expect.exclusive {
-        for v in found.iter().filter(|v| !expect.violations.iter().any(|m| violation_matches(m, v))) {
+        for v in found
+            .iter()
+            .filter(|v| !expect.violations.iter().any(|m| violation_matches(m, v)))
+        {
             out.push(format!("unexpected violation: {} {}", v.action, v.render()));
         }
     }
     for policy in &expect.no_violations_from {
         for v in found.iter().filter(|v| v.policy == *policy) {
-            out.push(format!("expected no violations from {policy}, got: {} {}", v.action, v.render()));
+            out.push(format!(
+                "expected no violations from {policy}, got: {} {}",
+                v.action,
+                v.render()
+            ));
         }
     }
     out
@@ -72,7 +92,9 @@ fn object_mismatches(expect: &Expect, d: &Decision) -> Vec<String> {
         match d.mutated.pointer(pointer) {
             Some(got) if got == want => {}
             Some(got) => out.push(format!("at {pointer}: expected {want}, got {got}")),
-            None => out.push(format!("at {pointer}: expected {want}, but the field is absent")),
+            None => out.push(format!(
+                "at {pointer}: expected {want}, but the field is absent"
+            )),
         }
     }
     for pointer in &expect.absent {
@@ -83,12 +105,17 @@ fn object_mismatches(expect: &Expect, d: &Decision) -> Vec<String> {
     let actual_patch = serde_json::to_value(&d.patch).unwrap_or(Value::Null);
     if let Some(want) = &expect.patch {
         if *want != actual_patch {
-            out.push(format!("patch differs\n{}", diff_lines(&pretty(want), &pretty(&actual_patch))));
+            out.push(format!(
+                "patch differs\n{}",
+                diff_lines(&pretty(want), &pretty(&actual_patch))
+            ));
         }
     }
     if let Some(unchanged) = expect.unchanged {
         if d.patch.0.is_empty() != unchanged {
-            out.push(format!("expected unchanged: {unchanged}, got patch {actual_patch}"));
+            out.push(format!(
+                "expected unchanged: {unchanged}, got patch {actual_patch}"
+            ));
         }
     }
     out
@@ -98,7 +125,10 @@ fn listing(found: &[Violation]) -> String {
     if found.is_empty() {
         return "; there were no violations".into();
     }
-    let lines: Vec<String> = found.iter().map(|v| format!("  {} {}", v.action, v.render())).collect();
+    let lines: Vec<String> = found
+        .iter()
+        .map(|v| format!("  {} {}", v.action, v.render()))
+        .collect();
     format!("; violations were:\n{}", lines.join("\n"))
 }
 
@@ -106,7 +136,9 @@ fn matches_regex(pattern: &str, text: &str, what: &str) -> Vec<String> {
     if regex_matches(pattern, text) {
         Vec::new()
     } else {
-        vec![format!("expected {what} matching /{pattern}/, got {text:?}")]
+        vec![format!(
+            "expected {what} matching /{pattern}/, got {text:?}"
+        )]
     }
 }
 
@@ -157,7 +189,10 @@ mod tests {
     #[test]
     fn diff_marks_changed_lines() {
         let d = diff_lines("a\nb\nc", "a\nx\nc");
-        assert!(d.contains("- b") && d.contains("+ x") && d.contains("  c"), "{d}");
+        assert!(
+            d.contains("- b") && d.contains("+ x") && d.contains("  c"),
+            "{d}"
+        );
     }
 
     #[test]

@@ -13,14 +13,33 @@ pub struct JunitCase<'a> {
 pub fn render(suite: &str, cases: &[JunitCase<'_>]) -> String {
     let failures = cases.iter().filter(|c| c.failure.is_some()).count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(out, "<testsuites tests=\"{}\" failures=\"{failures}\">", cases.len());
-    let _ = writeln!(out, "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\">", escape(suite), cases.len());
+    let _ = writeln!(
+        out,
+        "<testsuites tests=\"{}\" failures=\"{failures}\">",
+        cases.len()
+    );
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\">",
+        escape(suite),
+        cases.len()
+    );
     for c in cases {
-        let _ = write!(out, "    <testcase classname=\"{}\" name=\"{}\"", escape(c.classname), escape(c.name));
+        let _ = write!(
+            out,
+            "    <testcase classname=\"{}\" name=\"{}\"",
+            escape(c.classname),
+            escape(c.name)
+        );
         match c.failure {
             Some(f) => {
                 let first = f.lines().next().unwrap_or_default();
-                let _ = writeln!(out, ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>", escape(first), escape(f));
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
+                    escape(first),
+                    escape(f)
+                );
             }
             None => out.push_str("/>\n"),
         }
@@ -46,8 +65,16 @@ mod tests {
         let xml = render(
             "policies",
             &[
-                JunitCase { classname: "a.yaml", name: "x < y", failure: None },
-                JunitCase { classname: "a.yaml", name: "z", failure: Some("got \"1\"\nmore") },
+                JunitCase {
+                    classname: "a.yaml",
+                    name: "x < y",
+                    failure: None,
+                },
+                JunitCase {
+                    classname: "a.yaml",
+                    name: "z",
+                    failure: Some("got \"1\"\nmore"),
+                },
             ],
         );
         assert!(xml.contains("tests=\"2\" failures=\"1\""));

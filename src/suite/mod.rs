@@ -21,14 +21,25 @@ use regex::Regex;
 
 use crate::policy::load::{read_rego, rego_files, PolicySources};
 use crate::policy::set::from_rego;
-use crate::policy::{LoadError, ParamsFile, PolicySet};
+use crate::policy::{EvalError, LoadError, ParamsFile, PolicySet};
+use crate::review::Decision;
 use case::{Case, CaseFile};
 
 /// One runnable test.
 #[derive(Debug, Clone)]
 pub enum TestCase {
-    Rego { file: PathBuf, package: String, rule: String },
-    Case { file: PathBuf, index: usize, case: Box<Case>, file_params: Option<ParamsFile>, fixtures: Arc<CaseFixtures> },
+    Rego {
+        file: PathBuf,
+        package: String,
+        rule: String,
+    },
+    Case {
+        file: PathBuf,
+        index: usize,
+        case: Box<Case>,
+        file_params: Option<ParamsFile>,
+        fixtures: Arc<CaseFixtures>,
+    },
 }
 
 pub type CaseFixtures = std::collections::BTreeMap<String, serde_json::Value>;
@@ -59,7 +70,12 @@ pub struct Suite {
 fn test_rule_names(text: &str) -> Vec<String> {
     let re = Regex::new(r"(?m)^(test_[A-Za-z0-9_]*)\b").ok();
     let mut names: Vec<String> = re
-        .map(|re| re.captures_iter(text).filter_map(|c| c.get(1)).map(|m| m.as_str().to_string()).collect())
+        .map(|re| {
+            re.captures_iter(text)
+                .filter_map(|c| c.get(1))
+                .map(|m| m.as_str().to_string())
+                .collect()
+        })
         .unwrap_or_default();
     names.dedup();
     names
@@ -82,12 +98,21 @@ impl Suite {
         }
         let base = PolicySet::compile(sources).map_err(|e| load_error(&e))?;
         for (file, package, rules) in rego_tests {
-            tests.extend(rules.into_iter().map(|rule| TestCase::Rego { file: file.clone(), package: package.clone(), rule }));
+            tests.extend(rules.into_iter().map(|rule| TestCase::Rego {
+                file: file.clone(),
+                package: package.clone(),
+                rule,
+            }));
         }
         if tests_dir.is_dir() {
             tests.extend(case_tests(&tests_dir)?);
         }
-        Ok(Suite { root: dir.to_path_buf(), base: Arc::new(base), tests, variants: Mutex::new(HashMap::new()) })
+        Ok(Suite {
+            root: dir.to_path_buf(),
+            base: Arc::new(base),
+            tests,
+            variants: Mutex::new(HashMap::new()),
+        })
     }
 
     pub fn tests(&self) -> &[TestCase] {
@@ -101,9 +126,13 @@ impl Suite {
     pub fn run(&self, test: &TestCase) -> TestResult {
         match test {
             TestCase::Rego { package, rule, .. } => self.run_rego(package, rule),
-            TestCase::Case { file, case, file_params, fixtures, .. } => {
-                self.run_case(file, case, file_params.as_ref(), fixtures)
-            }
+            TestCase::Case {
+                file,
+                case,
+                file_params,
+                fixtures,
+                ..
+            } => self.run_case(file, case, file_params.as_ref(), fixtures),
         }
     }
 
@@ -111,13 +140,21 @@ impl Suite {
         let mut engine = self.base.engine();
         match engine.eval_rule(format!("{package}.{rule}")) {
             Ok(v) if v == regorus::Value::Bool(true) => Ok(()),
-            Ok(regorus::Value::Undefined) => Err("undefined: some expression in the test body was false".into()),
+            Ok(regorus::Value::Undefined) => {
+                Err("undefined: some expression in the test body was false".into())
+            }
             Ok(v) => Err(format!("expected true, got {}", from_rego(&v))),
             Err(e) => Err(format!("evaluation failed: {e}")),
         }
     }
 
-    fn run_case(&self, file: &Path, case: &Case, file_params: Option<&ParamsFile>, fixtures: &CaseFixtures) -> TestResult {
+    fn run_case(
+        &self,
+        file: &Path,
+        case: &Case,
+        file_params: Option<&ParamsFile>,
+        fixtures: &CaseFixtures,
+    ) -> TestResult {
         if case.expect.is_empty() {
             return Err("the case has no expectations, so it could never fail".into());
         }
@@ -125,7 +162,8 @@ impl Suite {
         let dir = file.parent().unwrap_or(Path::new("."));
         let input = case.input(fixtures, dir)?;
         let result = crate::review::review(&set, &input);
-        let mismatches = expect::compare(&case.expect, &result);
+        let mut mismatches = expect::compare(&case.expect, &result);
+        mismatches.extend(backend_disagreement(&set, &input, &result));
         if mismatches.is_empty() {
             Ok(())
         } else {
@@ -134,7 +172,11 @@ impl Suite {
     }
 
     /// The base set, or one compiled with the file's and the case's parameter overlays.
-    fn set_for(&self, file_params: Option<&ParamsFile>, case_params: Option<&ParamsFile>) -> Result<Arc<PolicySet>, String> {
+    fn set_for(
+        &self,
+        file_params: Option<&ParamsFile>,
+        case_params: Option<&ParamsFile>,
+    ) -> Result<Arc<PolicySet>, String> {
         if file_params.is_none() && case_params.is_none() {
             return Ok(self.base.clone());
         }
@@ -151,6 +193,36 @@ impl Suite {
         variants.insert(key, set.clone());
         Ok(set)
     }
+}
+
+/// When the set runs on the bytecode VM, the interpreter must reach the same decision:
+/// the VM is newer, so every case doubles as a differential test.
+fn backend_disagreement(
+    set: &PolicySet,
+    input: &crate::review::Input,
+    vm: &Result<Decision, EvalError>,
+) -> Option<String> {
+    if set.interpreter_reason().is_some() {
+        return None;
+    }
+    let reference = crate::review::review(&set.interpreter_only(), input);
+    let summary = |r: &Result<Decision, EvalError>| match r {
+        Ok(d) => {
+            serde_json::json!({"skipped": d.skipped, "violations": d.violations, "patch": d.patch})
+        }
+        Err(_) => serde_json::json!("evaluation error"),
+    };
+    let (a, b) = (summary(vm), summary(&reference));
+    (a != b).then(|| {
+        format!(
+            "bytecode VM and interpreter disagree\n{}",
+            expect::diff_lines(&pretty(&b), &pretty(&a))
+        )
+    })
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
 fn case_tests(dir: &Path) -> Result<Vec<TestCase>, String> {
@@ -181,7 +253,11 @@ fn case_tests(dir: &Path) -> Result<Vec<TestCase>, String> {
 fn package_of(file: &Path, text: &str) -> Result<String, String> {
     Regex::new(r"(?m)^package\s+([A-Za-z0-9_.]+)")
         .ok()
-        .and_then(|re| re.captures(text)?.get(1).map(|m| format!("data.{}", m.as_str())))
+        .and_then(|re| {
+            re.captures(text)?
+                .get(1)
+                .map(|m| format!("data.{}", m.as_str()))
+        })
         .ok_or_else(|| format!("{}: no package declaration", file.display()))
 }
 
@@ -190,5 +266,8 @@ fn load_error(e: &LoadError) -> String {
 }
 
 fn relative(path: &Path, root: &Path) -> String {
-    path.strip_prefix(root).unwrap_or(path).display().to_string()
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
