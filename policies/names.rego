@@ -62,14 +62,14 @@ name_checks := [
 
 # A close valid name: lower-cased, invalid characters as '-', a letter first, cut to fit.
 suggestion(s) := fixed if {
-	dashed := regex.replace(lower(s), `[^-a-z0-9]+`, "-")
-	lettered := concat("", [letter_prefix(dashed), dashed])
+	dashed := trim(regex.replace(lower(s), `[^a-z0-9]+`, "-"), "-")
+	lettered := concat("-", array.concat(letter_prefix(dashed), [dashed]))
 	fixed := trim(substring(lettered, 0, max_len), "-")
 }
 
-letter_prefix(s) := "" if regex.match(`^[a-z]`, s)
+letter_prefix(s) := [] if regex.match(`^[a-z]`, s)
 
-letter_prefix(s) := "job-" if not regex.match(`^[a-z]`, s)
+letter_prefix(s) := ["job"] if not regex.match(`^[a-z]`, s)
 
 violation contains {"path": "/metadata/generateName", "msg": msg} if {
 	is_string(prefix)
