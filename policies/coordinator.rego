@@ -18,6 +18,11 @@ job := input.job
 
 kind := lib.job_kind_label
 
+# "a PyTorchJob", "an MPIJob", "an XGBoostJob".
+a_kind := concat(" ", ["an", kind]) if regex.match(`^(MPI|XGB)`, kind)
+
+a_kind := concat(" ", ["a", kind]) if not regex.match(`^(MPI|XGB)`, kind)
+
 pytorch_elastic if {
 	job.kind == "PyTorchJob"
 	input.object.spec.elasticPolicy != null
@@ -46,7 +51,7 @@ duty := {
 }
 
 missing_msg := {
-	"Launcher": sprintf("a %s needs a Launcher: it is %s. Add spec.mpiReplicaSpecs.Launcher with replicas: 1", [kind, duty.MPIJob]),
+	"Launcher": sprintf("%s needs a Launcher: it is %s. Add spec.mpiReplicaSpecs.Launcher with replicas: 1", [a_kind, duty.MPIJob]),
 	"Master": sprintf("an XGBoostJob needs a Master: it is %s. Add spec.xgbReplicaSpecs.Master with replicas: 1", [duty.XGBoostJob]),
 	"Worker": "an elastic PyTorchJob (spec.elasticPolicy is set) needs a Worker: the workers rendezvous at <job>-worker-0 and elasticPolicy scales them. Add spec.pytorchReplicaSpecs.Worker, or remove spec.elasticPolicy",
 }
@@ -82,7 +87,7 @@ violation contains {"path": lib.ptr(r.path, "replicas"), "msg": msg} if {
 	r.coordinator
 	r.replicasSet
 	r.replicas != 1
-	msg := sprintf("%s has %v replicas; a %s runs exactly one %s, %s. Set replicas: 1%s", [r.type, r.replicas, kind, r.type, duty[job.kind], extra_pods_hint(r)])
+	msg := sprintf("%s has %v replicas; %s runs exactly one %s, %s. Set replicas: 1%s", [r.type, r.replicas, a_kind, r.type, duty[job.kind], extra_pods_hint(r)])
 }
 
 extra_pods_hint(r) := "" if r.role == "launcher"

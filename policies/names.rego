@@ -36,8 +36,14 @@ effective_name := name if not generated
 
 violation contains {"path": "/metadata/name", "msg": msg} if {
 	not generated
-	not is_string(object.get(input.object, ["metadata", "name"], null))
+	object.get(input.object, ["metadata", "name"], null) == null
 	msg := "the job has no name; set metadata.name to a DNS-1035 label such as \"mnist-ddp\", or metadata.generateName to a prefix such as \"mnist-\""
+}
+
+violation contains {"path": "/metadata/name", "msg": msg} if {
+	name != null
+	not is_string(name)
+	msg := sprintf("metadata.name must be a string, got %v; write it as a DNS-1035 label such as \"mnist-ddp\"", [name])
 }
 
 violation contains {"path": "/metadata/name", "msg": msg} if {
