@@ -80,6 +80,12 @@ impl CheckArgs {
                 Err(e) => Outcome::unreadable(e),
             })
             .collect();
+        if outcomes.is_empty() {
+            // kubectl refuses this too ("no objects passed to apply"): an empty input is
+            // almost always a wrong path or an empty pipe, not a job that passed.
+            eprintln!("error: no objects found in {}", show_paths(&paths));
+            return exit::UNREADABLE;
+        }
         let stdout = std::io::stdout();
         let stderr = std::io::stderr();
         let written = match output {
@@ -88,10 +94,23 @@ impl CheckArgs {
             Output::Yaml => report::write_text(&mut stderr.lock(), &outcomes)
                 .and_then(|()| report::write_mutated_yaml(&mut stdout.lock(), &outcomes)),
         };
-        if let Err(e) = written.and_then(|()| stdout.lock().flush()) {
-            eprintln!("error: cannot write output: {e}");
-            return exit::UNREADABLE;
+        match written.and_then(|()| stdout.lock().flush()) {
+            // `check ... | head` closed the pipe: the reader has what it wanted.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => {
+                eprintln!("error: cannot write output: {e}");
+                return exit::UNREADABLE;
+            }
+            Ok(()) => {}
         }
         report::exit_code(&outcomes)
     }
+}
+
+fn show_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -75,11 +75,7 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
             "not a training job ({api_version}/{kind}); allowed untouched"
         ));
     }
-    if set
-        .excluded_namespaces()
-        .iter()
-        .any(|n| *n == input.namespace)
-    {
+    if set.excluded_namespaces().contains(&input.namespace) {
         return Some(format!(
             "namespace {} is excluded from every policy",
             input.namespace

@@ -123,9 +123,10 @@ pub fn parse_text(name: &str, text: &str, opts: &ReadOptions, out: &mut Vec<Outc
             Err(e) => out.push(Err(err(
                 &source,
                 format!(
-                    "invalid JSON at line {} column {}: {e}",
+                    "invalid JSON at line {} column {}: {}",
                     e.line(),
-                    e.column()
+                    e.column(),
+                    without_locations(&e.to_string())
                 ),
             ))),
         }
@@ -135,6 +136,13 @@ pub fn parse_text(name: &str, text: &str, opts: &ReadOptions, out: &mut Vec<Outc
         let source = format!("{name}#{}", n + 1);
         if doc.len() > opts.max_document_bytes {
             out.push(Err(too_large(&source, doc.len(), opts)));
+            continue;
+        }
+        if flow_depth(doc) > MAX_FLOW_DEPTH {
+            out.push(Err(err(
+                &source,
+                format!("document nests deeper than {MAX_FLOW_DEPTH} levels"),
+            )));
             continue;
         }
         match yaml_serde::from_str::<Value>(doc) {
@@ -168,10 +176,7 @@ fn split_yaml(text: &str) -> Vec<(usize, &str)> {
 }
 
 fn yaml_error(e: &yaml_serde::Error, first_line: usize) -> String {
-    let text = e.to_string();
-    let message = text
-        .rsplit_once(" at line ")
-        .map_or(text.as_str(), |(m, _)| m);
+    let message = without_locations(&e.to_string());
     match e.location() {
         Some(loc) => format!(
             "invalid YAML at line {} column {}: {message}",
@@ -181,6 +186,41 @@ fn yaml_error(e: &yaml_serde::Error, first_line: usize) -> String {
         None => format!("invalid YAML: {message}"),
     }
 }
+
+/// Parser messages carry locations counted from the start of the *document*; we report one
+/// location counted from the start of the file instead, so drop theirs.
+fn without_locations(message: &str) -> String {
+    static LOCATION: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let re = LOCATION.get_or_init(|| regex::Regex::new(r" at line \d+ column \d+").ok());
+    match re {
+        Some(re) => re.replace_all(message, "").into_owned(),
+        None => message.to_string(),
+    }
+}
+
+/// Deepest nesting of flow collections (`[`, `{`) outside quotes. The YAML parser takes
+/// quadratic time on pathological nesting before its own recursion limit triggers, so
+/// documents nested deeper than any Kubernetes object are refused up front.
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut max, mut quote) = (0usize, 0usize, None);
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Kubernetes objects nest a few dozen levels at most; serde_json stops at 128 too.
+const MAX_FLOW_DEPTH: usize = 128;
 
 fn push_value(source: &str, v: Value, opts: &ReadOptions, out: &mut Vec<Outcome>) {
     let Value::Object(ref obj) = v else {
@@ -278,6 +318,34 @@ mod tests {
     fn non_objects_and_missing_kind_are_errors() {
         assert!(parse("- a\n- b\n").iter().all(Result::is_err));
         assert!(parse("metadata: {name: x}\n").iter().all(Result::is_err));
+    }
+
+    #[test]
+    fn pathological_nesting_is_refused_quickly() {
+        let deep = format!(
+            "apiVersion: v1\nkind: A\ndata: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let e = parse(&deep)
+            .into_iter()
+            .next()
+            .and_then(Result::err)
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(e.contains("deeper than 128"), "{e}");
+        assert_eq!(flow_depth("a: '[[[' \"{{\" [x]"), 1);
+    }
+
+    #[test]
+    fn yaml_errors_carry_one_location_counted_from_the_file() {
+        let out = parse("apiVersion: v1\nkind: A\n---\napiVersion: v1\nkind: \"unterminated\n");
+        let e = out
+            .get(1)
+            .and_then(|d| d.as_ref().err())
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        assert_eq!(e.matches(" at line ").count(), 1, "{e}");
     }
 
     #[test]

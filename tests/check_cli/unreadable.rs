@@ -102,7 +102,7 @@ fn refuses_deeply_nested_yaml_without_overflowing_the_stack() {
     );
     let run = check_text("deep.yaml", text, &[]);
     assert_exit(&run, 2);
-    assert_stdout_has(&run, &["deep.yaml#1", "recursion limit"]);
+    assert_stdout_has(&run, &["deep.yaml#1", "nests deeper than 128 levels"]);
 }
 
 #[test]
