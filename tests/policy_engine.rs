@@ -57,7 +57,10 @@ fn defaults_a_missing_field_and_reports_the_minimal_patch() {
     let d = review::review(&set, &Input::create(job(None), "default")).expect("decides");
     assert!(d.allowed());
     let patch = serde_json::to_value(&d.patch).expect("patch json");
-    assert_eq!(patch, json!([{"op": "add", "path": "/spec/runPolicy", "value": {"backoffLimit": 3}}]));
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/runPolicy", "value": {"backoffLimit": 3}}])
+    );
 }
 
 #[test]
@@ -76,7 +79,10 @@ fn params_yaml_overrides_parameters_and_actions() {
     assert_eq!(set.policy("backoff").map(|p| p.action), Some(Action::Warn));
     let d = review::review(&set, &Input::create(job(Some(5)), "default")).expect("decides");
     assert!(d.allowed());
-    assert_eq!(d.warnings(), vec!["[backoff] /spec/runPolicy/backoffLimit: backoffLimit 5 is over 4"]);
+    assert_eq!(
+        d.warnings(),
+        vec!["[backoff] /spec/runPolicy/backoffLimit: backoffLimit 5 is over 4"]
+    );
 }
 
 #[test]
@@ -85,7 +91,13 @@ fn excluded_namespaces_skip_every_policy() {
     let dir = dir_with(&[("backoff.rego", GOOD), ("params.yaml", params)]);
     let set = load(dir.path()).expect("loads");
     let d = review::review(&set, &Input::create(job(Some(50)), "default")).expect("decides");
-    assert!(d.skipped.as_deref().is_some_and(|s| s.contains("namespace ns")), "{:?}", d.skipped);
+    assert!(
+        d.skipped
+            .as_deref()
+            .is_some_and(|s| s.contains("namespace ns")),
+        "{:?}",
+        d.skipped
+    );
 }
 
 #[test]
@@ -99,19 +111,31 @@ fn disabled_policies_are_not_evaluated() {
 
 #[test]
 fn a_syntax_error_names_the_policy_file_and_line() {
-    let broken = GOOD.replace("b > data.params.backoff.max", "b > > data.params.backoff.max");
+    let broken = GOOD.replace(
+        "b > data.params.backoff.max",
+        "b > > data.params.backoff.max",
+    );
     let dir = dir_with(&[("backoff.rego", &broken)]);
     let err = load(dir.path()).err().expect("must not load");
     assert!(err.contains("backoff"), "{err}");
-    assert!(err.contains("backoff.rego:11:9"), "file:line:col expected, got {err}");
-    assert!(err.contains("^"), "the caret under the fault must survive: {err}");
+    assert!(
+        err.contains("backoff.rego:11:9"),
+        "file:line:col expected, got {err}"
+    );
+    assert!(
+        err.contains("^"),
+        "the caret under the fault must survive: {err}"
+    );
 }
 
 #[test]
 fn one_broken_file_fails_the_whole_set() {
     let other = GOOD.replace("backoff", "other").replace("if {", "if {{");
     let dir = dir_with(&[("backoff.rego", GOOD), ("other.rego", &other)]);
-    assert!(load(dir.path()).is_err(), "a set with a broken file must not load partly");
+    assert!(
+        load(dir.path()).is_err(),
+        "a set with a broken file must not load partly"
+    );
 }
 
 #[test]
@@ -131,7 +155,10 @@ fn a_policy_without_meta_is_refused() {
 
 #[test]
 fn params_naming_an_unknown_policy_are_refused() {
-    let dir = dir_with(&[("backoff.rego", GOOD), ("params.yaml", "policies:\n  bakoff: {action: warn}\n")]);
+    let dir = dir_with(&[
+        ("backoff.rego", GOOD),
+        ("params.yaml", "policies:\n  bakoff: {action: warn}\n"),
+    ]);
     match PolicySet::load(dir.path()) {
         Err(LoadError::UnknownPolicy { name, .. }) => assert_eq!(name, "bakoff"),
         other => panic!("expected UnknownPolicy, got {other:?}"),
@@ -140,7 +167,8 @@ fn params_naming_an_unknown_policy_are_refused() {
 
 #[test]
 fn a_runtime_fault_every_request_would_hit_fails_at_load() {
-    let faulty = format!("{GOOD}\nviolation contains {{\"msg\": no_such_function(input.job.name)}}\n");
+    let faulty =
+        format!("{GOOD}\nviolation contains {{\"msg\": no_such_function(input.job.name)}}\n");
     let dir = dir_with(&[("backoff.rego", &faulty)]);
     assert!(load(dir.path()).is_err());
 }
@@ -159,11 +187,17 @@ fn intents_apply_in_policy_name_order() {
             "package gangplank.policies.{name}\n\nimport rego.v1\n\nmeta := {{\"title\": \"t\", \"description\": \"d\", \"action\": \"deny\"}}\n\nmutation contains {{\"op\": \"set\", \"path\": \"/metadata/labels/owner\", \"value\": \"{v}\"}}\n"
         )
     };
-    let dir = dir_with(&[("b_second.rego", &set_to("b_second", "b")), ("a_first.rego", &set_to("a_first", "a"))]);
+    let dir = dir_with(&[
+        ("b_second.rego", &set_to("b_second", "b")),
+        ("a_first.rego", &set_to("a_first", "a")),
+    ]);
     let set = load(dir.path()).expect("loads");
     for _ in 0..3 {
         let d = review::review(&set, &Input::create(job(None), "default")).expect("decides");
-        assert_eq!(d.mutated.pointer("/metadata/labels/owner"), Some(&json!("b")));
+        assert_eq!(
+            d.mutated.pointer("/metadata/labels/owner"),
+            Some(&json!("b"))
+        );
         let order: Vec<&str> = d.applied.iter().map(|i| i.policy.as_str()).collect();
         assert_eq!(order, vec!["a_first", "b_second"]);
     }
@@ -175,8 +209,14 @@ fn a_malformed_intent_is_an_evaluation_error_naming_the_policy() {
     let dir = dir_with(&[("backoff.rego", &bad)]);
     match PolicySet::load(dir.path()) {
         Ok(set) => {
-            let e = review::review(&set, &Input::create(job(None), "default")).err().map(|e| e.to_string());
-            assert!(e.as_deref().is_some_and(|e| e.contains("backoff") && e.contains("op")), "{e:?}");
+            let e = review::review(&set, &Input::create(job(None), "default"))
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("backoff") && e.contains("op")),
+                "{e:?}"
+            );
         }
         Err(e) => panic!("the set itself is valid Rego: {e}"),
     }
@@ -189,7 +229,11 @@ fn non_training_kinds_and_deletes_are_skipped() {
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
     let d = review::review(&set, &Input::create(cm, "default")).expect("decides");
     assert!(d.skipped.is_some() && d.patch.0.is_empty());
-    let review_json = json!({"request": {"uid": "1", "operation": "DELETE", "oldObject": job(Some(99))}});
+    let review_json =
+        json!({"request": {"uid": "1", "operation": "DELETE", "oldObject": job(Some(99))}});
     let input = Input::from_review(&review_json).expect("valid review");
-    assert!(review::review(&set, &input).expect("decides").skipped.is_some());
+    assert!(review::review(&set, &input)
+        .expect("decides")
+        .skipped
+        .is_some());
 }

@@ -17,14 +17,20 @@ fn main() {
             std::process::exit(101);
         }
     };
-    assert!(!suite.tests().is_empty(), "no policy tests found under {}/tests", dir.display());
+    assert!(
+        !suite.tests().is_empty(),
+        "no policy tests found under {}/tests",
+        dir.display()
+    );
     let trials = suite
         .tests()
         .iter()
         .map(|test| {
             let suite = Arc::clone(&suite);
             let test = test.clone();
-            Trial::test(test.name(suite.root()), move || suite.run(&test).map_err(Failed::from))
+            Trial::test(test.name(suite.root()), move || {
+                suite.run(&test).map_err(Failed::from)
+            })
         })
         .collect();
     libtest_mimic::run(&args, trials).exit();

@@ -45,13 +45,21 @@ impl TestArgs {
             results.push((name, result));
         }
         let failed = results.iter().filter(|(_, r)| r.is_err()).count();
-        println!("\n{} tests: {} passed, {failed} failed", results.len(), results.len() - failed);
+        println!(
+            "\n{} tests: {} passed, {failed} failed",
+            results.len(),
+            results.len() - failed
+        );
         if let Some(path) = junit {
             let cases: Vec<JunitCase<'_>> = results
                 .iter()
                 .map(|(name, r)| {
                     let (classname, test) = name.split_once(": ").unwrap_or(("policies", name));
-                    JunitCase { classname, name: test, failure: r.as_ref().err().map(String::as_str) }
+                    JunitCase {
+                        classname,
+                        name: test,
+                        failure: r.as_ref().err().map(String::as_str),
+                    }
                 })
                 .collect();
             if let Err(e) = std::fs::write(&path, junit::render("gangplank policies", &cases)) {
@@ -72,5 +80,8 @@ impl TestArgs {
 }
 
 fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("      {l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("      {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
