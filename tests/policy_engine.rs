@@ -116,7 +116,7 @@ fn a_syntax_error_names_the_policy_file_and_line() {
         "b > > data.params.backoff.max",
     );
     let dir = dir_with(&[("backoff.rego", &broken)]);
-    let err = load(dir.path()).err().expect("must not load");
+    let err = load(dir.path()).expect_err("must not load");
     assert!(err.contains("backoff"), "{err}");
     assert!(
         err.contains("backoff.rego:11:9"),
@@ -141,7 +141,7 @@ fn one_broken_file_fails_the_whole_set() {
 #[test]
 fn a_package_that_does_not_match_the_file_name_is_refused() {
     let dir = dir_with(&[("limits.rego", GOOD)]);
-    let err = load(dir.path()).err().expect("must not load");
+    let err = load(dir.path()).expect_err("must not load");
     assert!(err.contains("package gangplank.policies.limits"), "{err}");
 }
 
@@ -149,7 +149,7 @@ fn a_package_that_does_not_match_the_file_name_is_refused() {
 fn a_policy_without_meta_is_refused() {
     let no_meta = GOOD.replace("meta :=", "not_meta :=");
     let dir = dir_with(&[("backoff.rego", &no_meta)]);
-    let err = load(dir.path()).err().expect("must not load");
+    let err = load(dir.path()).expect_err("must not load");
     assert!(err.contains("meta"), "{err}");
 }
 
@@ -176,7 +176,7 @@ fn a_runtime_fault_every_request_would_hit_fails_at_load() {
 #[test]
 fn an_empty_directory_is_an_error() {
     let dir = dir_with(&[]);
-    let err = load(dir.path()).err().expect("must not load");
+    let err = load(dir.path()).expect_err("must not load");
     assert!(err.contains("no policies"), "{err}");
 }
 

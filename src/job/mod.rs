@@ -1,5 +1,9 @@
 //! Training jobs: the kind table and JobView, one normalized view over every kind.
 
+// Request path: data here comes from outside (manifests, AdmissionReviews, policy output),
+// so a panic would drop a request; every fallible step returns an error instead.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 pub mod kinds;
 pub mod naming;
 pub mod quantity;

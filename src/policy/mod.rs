@@ -4,6 +4,10 @@
 //! [`PolicySet::violations`]. The policy contract (package names, `meta`, outputs) is
 //! documented for policy authors in `policies/README.md`.
 
+// Request path: data here comes from outside (manifests, AdmissionReviews, policy output),
+// so a panic would drop a request; every fallible step returns an error instead.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 pub mod error;
 pub mod eval;
 pub mod intent;

@@ -1,5 +1,9 @@
 //! Admission requests in, decisions out: the path shared by the webhooks and `gangplank check`.
 
+// Request path: data here comes from outside (manifests, AdmissionReviews, policy output),
+// so a panic would drop a request; every fallible step returns an error instead.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 pub mod decide;
 pub mod documents;
 pub mod input;
