@@ -3,7 +3,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // One crypto provider for every TLS user in the process, installed before any is built
+    // (reference: rust-stack.md §1). Err only means one is installed already.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = gangplank::cli::Cli::parse();
-    gangplank::cli::init_tracing(&cli.log_format);
+    gangplank::cli::init_tracing(&cli.log_format, cli.command.default_log_filter());
     cli.run()
 }

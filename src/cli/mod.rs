@@ -1,7 +1,9 @@
 //! The `gangplank` command line: one module per subcommand, each with its own `run`.
 
+pub mod certs;
 pub mod check;
 pub mod report;
+pub mod serve;
 pub mod test;
 
 use std::process::ExitCode;
@@ -37,6 +39,22 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run policy test suites: Rego `test_*` rules and YAML case files.
     Test(test::TestArgs),
+    /// Serve the admission webhooks (POST /mutate, /validate) over HTTPS, reloading policies
+    /// and certificates when their files change.
+    Serve(serve::ServeArgs),
+    /// Write a CA and a serving certificate for the webhook Service; print the caBundle.
+    Certs(certs::CertsArgs),
+}
+
+impl Command {
+    /// Log filter when RUST_LOG is unset: the server logs each decision, the one-shot
+    /// commands only problems.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Serve(_) => "info",
+            Command::Check(_) | Command::Test(_) | Command::Certs(_) => "warn",
+        }
+    }
 }
 
 /// Exit codes shared by the subcommands.
@@ -58,21 +76,45 @@ impl Cli {
         let code = match command {
             Command::Check(args) => args.run(),
             Command::Test(args) => args.run(),
+            Command::Serve(args) => args.run(),
+            Command::Certs(args) => args.run(),
         };
         ExitCode::from(code)
     }
 }
 
-/// Logs go to stderr so that `check -o yaml` output can be piped into kubectl.
-pub fn init_tracing(format: &LogFormat) {
+/// Logs go to stderr so that `check -o yaml` output can be piped into kubectl. `RUST_LOG`
+/// overrides `default_filter`.
+pub fn init_tracing(format: &LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// `500ms`, `2s`, `1m`: a number and a unit (ms, s, m).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 500ms, 2s or 1m"))?;
+    match unit {
+        "ms" => Ok(std::time::Duration::from_millis(n)),
+        "s" => Ok(std::time::Duration::from_secs(n)),
+        "m" => Ok(std::time::Duration::from_secs(n * 60)),
+        _ => Err(format!(
+            "{text:?} has no unit: write a number followed by ms, s or m"
+        )),
     }
 }
 
@@ -83,5 +125,19 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_have_a_number_and_a_unit() {
+        use std::time::Duration;
+        assert_eq!(
+            super::parse_duration("500ms"),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(super::parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(super::parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(super::parse_duration("2").is_err());
+        assert!(super::parse_duration("s").is_err());
+        assert!(super::parse_duration("2h").is_err());
     }
 }

@@ -1,0 +1,311 @@
+//! `POST /mutate` and `POST /validate`: decode, evaluate, encode.
+//!
+//! Entry point: [`admit`]. Policy evaluation is CPU-bound, so it runs on a blocking thread,
+//! at most [`Limits::max_evaluations`] at once, and within [`Limits::eval_timeout`] (waiting
+//! for a slot included). When no verdict is reached (timeout, a policy fault, no policies)
+//! the request is refused: the webhooks fail closed, as `failurePolicy: Fail` would.
+
+#![deny(
+    clippy::unwrap_used,
+    reason = "request data must never panic the server"
+)]
+#![deny(
+    clippy::expect_used,
+    reason = "request data must never panic the server"
+)]
+#![deny(
+    clippy::indexing_slicing,
+    reason = "request data decides lengths; use get()"
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use tracing::{field::Empty, info, warn, Instrument};
+
+use super::metrics::{Decision, Endpoint, Failure, Metrics};
+use super::reload::PolicyStore;
+use super::review::{self, BadReview, Verdict};
+use crate::policy::{Action, EvalError, PolicySet};
+use crate::review::decide;
+use crate::review::Input;
+
+/// Bounds on evaluation.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest a review may wait for a slot and evaluate; below the webhook's
+    /// `timeoutSeconds` (5 s) so that our refusal, not the apiserver's timeout, is what
+    /// the user sees.
+    pub eval_timeout: Duration,
+    /// Evaluations running at once; more wait.
+    pub max_evaluations: usize,
+}
+
+/// What the admission handlers share.
+#[derive(Debug)]
+pub struct Context {
+    pub policies: Arc<PolicyStore>,
+    pub metrics: Arc<Metrics>,
+    eval_timeout: Duration,
+    slots: Arc<Semaphore>,
+}
+
+impl Context {
+    pub fn new(policies: Arc<PolicyStore>, metrics: Arc<Metrics>, limits: Limits) -> Context {
+        Context {
+            policies,
+            metrics,
+            eval_timeout: limits.eval_timeout,
+            slots: Arc::new(Semaphore::new(limits.max_evaluations.max(1))),
+        }
+    }
+}
+
+/// An HTTP answer: status and JSON or text body.
+#[derive(Debug)]
+pub struct Answer {
+    pub http_status: u16,
+    pub body: Vec<u8>,
+    /// `application/json` for reviews, `text/plain` for refusals of the HTTP call.
+    pub json: bool,
+}
+
+/// Label for requests whose kind is not a training kind (or not known yet).
+const OTHER_KIND: &str = "other";
+
+/// Answers one review body at `endpoint`.
+pub async fn admit(ctx: &Context, endpoint: Endpoint, body: &[u8]) -> Answer {
+    let started = Instant::now();
+    // One span per request; fields are declared once here and filled as they become known.
+    let span = tracing::info_span!(
+        "admission",
+        endpoint = endpoint.as_str(),
+        uid = Empty,
+        kind = Empty,
+        namespace = Empty,
+        name = Empty,
+        operation = Empty,
+        dry_run = Empty,
+    );
+    let _in_flight = ctx.metrics.in_flight();
+    let (answer, kind, decision) = handle(ctx, endpoint, body).instrument(span).await;
+    ctx.metrics
+        .request(endpoint, kind, decision, started.elapsed().as_secs_f64());
+    answer
+}
+
+async fn handle(
+    ctx: &Context,
+    endpoint: Endpoint,
+    body: &[u8],
+) -> (Answer, &'static str, Decision) {
+    let review = match review::parse(body) {
+        Ok(r) => r,
+        Err(e) => return (bad_request(&e), OTHER_KIND, Decision::Invalid),
+    };
+    let span = tracing::Span::current();
+    span.record("uid", review.uid.as_str());
+    let input = match Input::from_review(&review.value) {
+        Ok(input) => input,
+        Err(message) => {
+            warn!(error = %message, decision = "invalid", "admission request cannot be evaluated");
+            let answer = reply(&Verdict::invalid(message), &review.uid);
+            return (answer, OTHER_KIND, Decision::Invalid);
+        }
+    };
+    drop(review);
+    let (api_version, kind_name) = input.type_meta();
+    span.record("kind", format!("{api_version}/{kind_name}"));
+    span.record("namespace", input.namespace.as_str());
+    span.record("name", input.name.as_str());
+    span.record("operation", input.operation.as_str());
+    span.record("dry_run", input.dry_run);
+    let kind = input.kind().map_or(OTHER_KIND, |k| k.kind);
+    let uid = input.uid.clone();
+
+    let Some(set) = ctx.policies.current() else {
+        return fail(
+            ctx,
+            &uid,
+            kind,
+            Failure::NoPolicies,
+            "no policy set is loaded".into(),
+        );
+    };
+    if let Some(reason) = decide::skip_reason(&set, &input) {
+        info!(decision = "skipped", reason = %reason, "admission decision");
+        return (reply(&Verdict::allow(), &uid), kind, Decision::Skipped);
+    }
+
+    match evaluate(ctx, endpoint, set, input).await {
+        Ok(Outcome::Mutated { patch, policies }) => {
+            let decision = if patch.0.is_empty() {
+                Decision::Allowed
+            } else {
+                Decision::Patched
+            };
+            info!(decision = decision.as_str(), policies = %policies.join(","), operations = patch.0.len(), "admission decision");
+            let verdict = Verdict {
+                patch: Some(patch),
+                ..Verdict::allow()
+            };
+            (reply(&verdict, &uid), kind, decision)
+        }
+        Ok(Outcome::Validated(violations)) => {
+            for v in &violations {
+                ctx.metrics.violation(&v.policy, v.action);
+            }
+            let verdict = verdict_for(&violations);
+            let decision = if verdict.allowed {
+                Decision::Allowed
+            } else {
+                Decision::Denied
+            };
+            let mut hit: Vec<&str> = violations.iter().map(|v| v.policy.as_str()).collect();
+            hit.dedup();
+            info!(decision = decision.as_str(), policies = %hit.join(","), violations = violations.len(), "admission decision");
+            (reply(&verdict, &uid), kind, decision)
+        }
+        Err((failure, message)) => fail(ctx, &uid, kind, failure, message),
+    }
+}
+
+enum Outcome {
+    Mutated {
+        patch: json_patch::Patch,
+        /// Policies whose intents changed the object.
+        policies: Vec<String>,
+    },
+    Validated(Vec<crate::policy::Violation>),
+}
+
+/// Runs the policies on a blocking thread within the deadline and concurrency bound.
+async fn evaluate(
+    ctx: &Context,
+    endpoint: Endpoint,
+    set: Arc<PolicySet>,
+    input: Input,
+) -> Result<Outcome, (Failure, String)> {
+    let deadline = ctx.eval_timeout;
+    let timed_out = || {
+        (
+            Failure::Timeout,
+            format!(
+                "policy evaluation did not finish within {} ms; refused because no verdict was reached (retry, or ask the platform team to check the gangplank webhook's load)",
+                deadline.as_millis()
+            ),
+        )
+    };
+    let work = async {
+        let permit = ctx.slots.clone().acquire_owned().await.map_err(|_| {
+            (
+                Failure::Crashed,
+                "the evaluation pool is closed".to_string(),
+            )
+        })?;
+        let span = tracing::Span::current();
+        let task = tokio::task::spawn_blocking(move || {
+            // The permit lives as long as the evaluation, even if the caller gave up
+            // waiting: a timed-out evaluation still counts against the bound.
+            let _permit = permit;
+            let _entered = span.enter();
+            run_policies(endpoint, &set, &input)
+        });
+        match task.await {
+            Ok(result) => result.map_err(|e| {
+                (
+                    Failure::Evaluation,
+                    format!("policy evaluation failed, so the request is refused: {e}"),
+                )
+            }),
+            Err(_) => Err((
+                Failure::Crashed,
+                "policy evaluation crashed, so the request is refused".to_string(),
+            )),
+        }
+    };
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => result,
+        Err(_) => Err(timed_out()),
+    }
+}
+
+fn run_policies(endpoint: Endpoint, set: &PolicySet, input: &Input) -> Result<Outcome, EvalError> {
+    match endpoint {
+        Endpoint::Mutate => {
+            let m = decide::mutate(set, input)?;
+            let mut policies: Vec<String> = m.applied.into_iter().map(|i| i.policy).collect();
+            policies.dedup();
+            Ok(Outcome::Mutated {
+                patch: m.patch,
+                policies,
+            })
+        }
+        // The apiserver calls validating webhooks with the object as mutated.
+        Endpoint::Validate => decide::validate(set, input, &input.object).map(Outcome::Validated),
+    }
+}
+
+/// Deny violations refuse (403, one `[policy] path: message` per line); warn violations
+/// become warnings; audit violations become audit annotations keyed by policy.
+fn verdict_for(violations: &[crate::policy::Violation]) -> Verdict {
+    let by = |action: Action| {
+        violations
+            .iter()
+            .filter(move |v| v.action == action)
+            .map(crate::policy::Violation::render)
+    };
+    let denials: Vec<String> = by(Action::Deny).collect();
+    let mut verdict = if denials.is_empty() {
+        Verdict::allow()
+    } else {
+        Verdict::deny(denials.join("\n"))
+    };
+    verdict.warnings = by(Action::Warn).collect();
+    let mut audit: BTreeMap<String, String> = BTreeMap::new();
+    for v in violations.iter().filter(|v| v.action == Action::Audit) {
+        let entry = audit.entry(v.policy.clone()).or_default();
+        if !entry.is_empty() {
+            entry.push_str("; ");
+        }
+        entry.push_str(&v.render());
+    }
+    verdict.audit_annotations = audit;
+    verdict
+}
+
+fn fail(
+    ctx: &Context,
+    uid: &str,
+    kind: &'static str,
+    failure: Failure,
+    message: String,
+) -> (Answer, &'static str, Decision) {
+    ctx.metrics.failure(failure);
+    warn!(decision = "failed", reason = failure.as_str(), error = %message, "admission refused: no verdict");
+    let (code, reason) = match failure {
+        Failure::Timeout => (504, "Timeout"),
+        _ => (500, "InternalError"),
+    };
+    let answer = reply(&Verdict::refuse(code, reason, message), uid);
+    (answer, kind, Decision::Failed)
+}
+
+fn reply(verdict: &Verdict, uid: &str) -> Answer {
+    Answer {
+        http_status: 200,
+        body: verdict.encode(uid),
+        json: true,
+    }
+}
+
+fn bad_request(e: &BadReview) -> Answer {
+    warn!(error = %e, decision = "invalid", "not an AdmissionReview v1");
+    Answer {
+        http_status: 400,
+        body: format!("{e}\n").into_bytes(),
+        json: false,
+    }
+}

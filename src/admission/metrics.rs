@@ -1,0 +1,363 @@
+//! Prometheus metrics of the admission server, rendered on `GET /metrics`.
+//!
+//! Entry point: [`Metrics::new`], built once in `serve` and passed to the handlers and the
+//! reload tasks (no globals, so tests read counters of their own server). Every label value
+//! comes from a closed set: endpoints, decisions and results are enums, kinds come from the
+//! kind table, policy names from the loaded policy set; never from error strings or object
+//! names, which would make the series count unbounded.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::policy::Action;
+
+/// `Content-Type` of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Request latency buckets in seconds. A review costs well under a millisecond, the webhook
+/// times out at 5 s (timeoutSeconds), and evaluation is cut at 2 s by default: ten buckets
+/// from 100 µs to 2.5 s cover both the fast path and the timeout path.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 2.5,
+];
+
+/// Which webhook answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    Mutate,
+    Validate,
+}
+
+impl Endpoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Mutate => "mutate",
+            Endpoint::Validate => "validate",
+        }
+    }
+}
+
+/// What a request ended as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// Allowed unchanged (or with warnings).
+    Allowed,
+    /// Allowed with a patch.
+    Patched,
+    /// Refused by a deny violation.
+    Denied,
+    /// Not a training job, DELETE, or an excluded namespace: no policy ran.
+    Skipped,
+    /// The body was not an AdmissionReview v1 (HTTP 400, or an invalid-request response).
+    Invalid,
+    /// Refused because no verdict could be reached in time (fail closed).
+    Failed,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Patched => "patched",
+            Decision::Denied => "denied",
+            Decision::Skipped => "skipped",
+            Decision::Invalid => "invalid",
+            Decision::Failed => "failed",
+        }
+    }
+}
+
+/// Why evaluation produced no verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// The evaluation deadline passed (waiting for a slot included).
+    Timeout,
+    /// A policy failed at run time (EvalError).
+    Evaluation,
+    /// No policy set is loaded.
+    NoPolicies,
+    /// The evaluation task died (a panic inside the engine).
+    Crashed,
+}
+
+impl Failure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Evaluation => "evaluation",
+            Failure::NoPolicies => "no_policies",
+            Failure::Crashed => "crashed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    endpoint: &'static str,
+    kind: &'static str,
+    decision: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ViolationLabels {
+    /// A policy name from the loaded set (a file name), not request data.
+    policy: String,
+    action: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Every metric the server exports.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: HistogramFamily<EndpointLabels>,
+    violations: Family<ViolationLabels, Counter>,
+    failures: Family<ReasonLabels, Counter>,
+    policy_reloads: Family<ResultLabels, Counter>,
+    tls_reloads: Family<ResultLabels, Counter>,
+    policies_loaded: Gauge,
+    in_flight: Gauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("gangplank");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "admission_requests",
+            "Admission reviews answered, by endpoint, job kind (\"other\" for non-training kinds) and decision",
+            requests.clone(),
+        );
+        let latency: HistogramFamily<EndpointLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "admission_request_duration_seconds",
+            "Time from a complete request body to the response, by endpoint",
+            latency.clone(),
+        );
+        let violations = Family::<ViolationLabels, Counter>::default();
+        registry.register(
+            "policy_violations",
+            "Violations found by validation, by policy and effective action",
+            violations.clone(),
+        );
+        let failures = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "admission_evaluation_failures",
+            "Reviews refused because no verdict was reached (fail closed), by reason",
+            failures.clone(),
+        );
+        let policy_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "policy_reloads",
+            "Policy directory reloads, by result (success, failure)",
+            policy_reloads.clone(),
+        );
+        let tls_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "tls_reloads",
+            "Serving certificate reloads, by result (success, failure)",
+            tls_reloads.clone(),
+        );
+        let policies_loaded = Gauge::default();
+        registry.register(
+            "policies_loaded",
+            "Policies in the set that is serving (0 before the first load)",
+            policies_loaded.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "admission_in_flight",
+            "Admission reviews being evaluated or waiting for an evaluation slot",
+            in_flight.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            violations,
+            failures,
+            policy_reloads,
+            tls_reloads,
+            policies_loaded,
+            in_flight,
+        }
+    }
+
+    /// Counts one answered review and its latency.
+    pub fn request(
+        &self,
+        endpoint: Endpoint,
+        kind: &'static str,
+        decision: Decision,
+        seconds: f64,
+    ) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint: endpoint.as_str(),
+                kind,
+                decision: decision.as_str(),
+            })
+            .inc();
+        self.latency
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.as_str(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn violation(&self, policy: &str, action: Action) {
+        self.violations
+            .get_or_create(&ViolationLabels {
+                policy: policy.to_string(),
+                action: action.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn failure(&self, reason: Failure) {
+        self.failures
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn policy_reload(&self, ok: bool, policies: Option<usize>) {
+        self.policy_reloads.get_or_create(&result_label(ok)).inc();
+        if let Some(n) = policies {
+            self.policies_loaded
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    pub fn tls_reload(&self, ok: bool) {
+        self.tls_reloads.get_or_create(&result_label(ok)).inc();
+    }
+
+    /// Tracks a review in flight until the guard drops.
+    pub fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.inc();
+        InFlight(&self.in_flight)
+    }
+
+    /// The Prometheus (OpenMetrics) text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Reviews counted with these labels: for tests and the benchmark's sanity check.
+    pub fn requests_with(&self, endpoint: Endpoint, kind: &'static str, decision: Decision) -> u64 {
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint: endpoint.as_str(),
+                kind,
+                decision: decision.as_str(),
+            })
+            .get()
+    }
+
+    pub fn policy_reloads_with(&self, ok: bool) -> u64 {
+        self.policy_reloads.get_or_create(&result_label(ok)).get()
+    }
+
+    pub fn tls_reloads_with(&self, ok: bool) -> u64 {
+        self.tls_reloads.get_or_create(&result_label(ok)).get()
+    }
+}
+
+fn result_label(ok: bool) -> ResultLabels {
+    ResultLabels {
+        result: if ok { "success" } else { "failure" },
+    }
+}
+
+/// Decrements the in-flight gauge when dropped, whatever path the request took.
+pub struct InFlight<'a>(&'a Gauge);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_requests_by_endpoint_kind_and_decision() {
+        let m = Metrics::new();
+        m.request(Endpoint::Validate, "PyTorchJob", Decision::Denied, 0.0003);
+        m.request(Endpoint::Validate, "PyTorchJob", Decision::Denied, 0.0004);
+        assert_eq!(
+            m.requests_with(Endpoint::Validate, "PyTorchJob", Decision::Denied),
+            2
+        );
+        assert_eq!(
+            m.requests_with(Endpoint::Mutate, "PyTorchJob", Decision::Denied),
+            0
+        );
+    }
+
+    #[test]
+    fn renders_sub_millisecond_buckets_and_every_family() {
+        let m = Metrics::new();
+        m.request(Endpoint::Mutate, "TFJob", Decision::Patched, 0.0002);
+        m.violation("images", Action::Deny);
+        m.policy_reload(false, None);
+        m.tls_reload(true);
+        m.failure(Failure::Timeout);
+        let text = m.render();
+        for needle in [
+            "gangplank_admission_requests_total{endpoint=\"mutate\",kind=\"TFJob\",decision=\"patched\"} 1",
+            "gangplank_admission_request_duration_seconds_bucket{le=\"0.00025\",endpoint=\"mutate\"} 1",
+            "gangplank_policy_violations_total{policy=\"images\",action=\"deny\"} 1",
+            "gangplank_policy_reloads_total{result=\"failure\"} 1",
+            "gangplank_tls_reloads_total{result=\"success\"} 1",
+            "gangplank_admission_evaluation_failures_total{reason=\"timeout\"} 1",
+            "gangplank_policies_loaded 0",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The admission webhooks over HTTPS: what the kube-apiserver calls on `kubectl apply`.
+//!
+//! - [`server`]: routes, the TLS accept loop, graceful shutdown ([`server::Server`]).
+//! - [`handler`]: `/mutate` and `/validate`: decode, evaluate (bounded), encode.
+//! - [`review`]: AdmissionReview v1 in and out.
+//! - [`reload`]: the serving policy set and its hot reload.
+//! - [`tls`]: the serving certificate and its hot reload.
+//! - [`certs`]: a CA and serving certificates (`gangplank certs`, ephemeral `serve`).
+//! - [`metrics`]: Prometheus metrics.
+
+pub mod certs;
+pub mod handler;
+pub mod metrics;
+pub mod reload;
+pub mod review;
+pub mod server;
+pub mod tls;
+
+pub use metrics::Metrics;
+pub use reload::PolicyStore;
+pub use server::{Config, Server};
+pub use tls::{CertFiles, ServingCert};
+
+/// An error and its sources, `: `-separated, for one log field or message.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}

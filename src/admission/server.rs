@@ -1,0 +1,386 @@
+//! The HTTPS server: routes, TLS accept loop, graceful shutdown.
+//!
+//! Entry points: [`Server::bind`] then [`Server::run`] with a shutdown future; [`router`]
+//! for driving the routes in-process.
+//!
+//! Routes: `POST /mutate`, `POST /validate` (AdmissionReview v1), `GET /healthz` (the
+//! process answers), `GET /readyz` (policies loaded and TLS serving; JSON detail, including a
+//! refused policy edit or certificate), `GET /metrics` (Prometheus text).
+//!
+//! # Guarantees
+//! - Bodies over [`Config::max_body_bytes`] get 413 without being read past the limit.
+//! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
+//!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
+//! - On shutdown the listener closes first (readiness turns false), then connections finish
+//!   their requests in flight, for at most [`SHUTDOWN_GRACE`].
+
+#![deny(
+    clippy::unwrap_used,
+    reason = "request data must never panic the server"
+)]
+#![deny(
+    clippy::expect_used,
+    reason = "request data must never panic the server"
+)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use rustls::ServerConfig;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, info, warn};
+
+use super::handler::{self, Context};
+use super::metrics::{self as m, Endpoint, Metrics};
+use super::reload::{PolicyStatus, PolicyStore};
+use super::tls::{ServingCert, TlsStatus};
+
+/// The apiserver refuses request bodies over 3 MiB itself, so a larger one is not from it.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Below the Pod's default terminationGracePeriodSeconds (30 s).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub limits: handler::Limits,
+    pub max_body_bytes: usize,
+    /// How often the policy directory and certificate files are polled for changes.
+    pub reload_interval: Duration,
+}
+
+/// State shared by the routes.
+#[derive(Debug)]
+pub struct Shared {
+    admission: Context,
+    cert: Arc<ServingCert>,
+    metrics: Arc<Metrics>,
+    max_body_bytes: usize,
+    /// True while the listener accepts connections.
+    serving: AtomicBool,
+}
+
+impl Shared {
+    pub fn new(
+        config: &Config,
+        policies: Arc<PolicyStore>,
+        cert: Arc<ServingCert>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Shared> {
+        Arc::new(Shared {
+            admission: Context::new(policies, metrics.clone(), config.limits),
+            cert,
+            metrics,
+            max_body_bytes: config.max_body_bytes,
+            serving: AtomicBool::new(false),
+        })
+    }
+
+    /// Marks TLS as serving (the accept loop does this; in-process tests may too).
+    pub fn set_serving(&self, serving: bool) {
+        self.serving.store(serving, Ordering::SeqCst);
+    }
+}
+
+/// The routes, without TLS: for the accept loop and for in-process tests.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate))
+        .route("/validate", post(validate))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(shared)
+}
+
+async fn mutate(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    admit(&s, Endpoint::Mutate, req).await
+}
+
+async fn validate(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    admit(&s, Endpoint::Validate, req).await
+}
+
+async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
+    let limit = s.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit);
+    }
+    let read = Limited::new(req.into_body(), limit).collect();
+    let body = match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => return too_large(limit),
+        Ok(Err(e)) => {
+            debug!(error = %e, "request body unreadable");
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read request body: {e}\n"),
+            );
+        }
+        Err(_) => {
+            return text(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "request body not received within {} s\n",
+                    BODY_READ_TIMEOUT.as_secs()
+                ),
+            )
+        }
+    };
+    let answer = handler::admit(&s.admission, endpoint, &body).await;
+    let status =
+        StatusCode::from_u16(answer.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let content_type = if answer.json {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
+}
+
+fn too_large(limit: usize) -> Response {
+    text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body exceeds {limit} bytes\n"),
+    )
+}
+
+fn text(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[derive(serde::Serialize)]
+struct Readiness {
+    ready: bool,
+    tls: TlsReadiness,
+    policies: PolicyStatus,
+}
+
+#[derive(serde::Serialize)]
+struct TlsReadiness {
+    serving: bool,
+    #[serde(flatten)]
+    status: TlsStatus,
+}
+
+/// Ready when a policy set is loaded and the listener serves TLS. A refused policy edit or
+/// certificate does not make the server unready (the previous one serves, and taking every
+/// replica out of the Service would stop all admissions); it shows in the detail.
+async fn readyz(State(s): State<Arc<Shared>>) -> Response {
+    let policies = s.admission.policies.status();
+    let serving = s.serving.load(Ordering::SeqCst);
+    let ready = serving && policies.loaded;
+    let body = Readiness {
+        ready,
+        tls: TlsReadiness {
+            serving,
+            status: s.cert.status(),
+        },
+        policies,
+    };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let json = serde_json::to_vec_pretty(&body).unwrap_or_default();
+    (status, [(header::CONTENT_TYPE, "application/json")], json).into_response()
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+    let mut response = Body::from(s.metrics.render()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(m::CONTENT_TYPE),
+    );
+    response
+}
+
+/// A bound listener, ready to serve.
+pub struct Server {
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    shared: Arc<Shared>,
+    policies: Arc<PolicyStore>,
+    cert: Arc<ServingCert>,
+    metrics: Arc<Metrics>,
+    reload_interval: Duration,
+}
+
+impl Server {
+    /// Binds `config.addr` (port 0 picks a free port; see [`Server::local_addr`]).
+    pub async fn bind(
+        config: Config,
+        policies: Arc<PolicyStore>,
+        cert: Arc<ServingCert>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Server, ServeError> {
+        let tls = cert.server_config().map_err(ServeError::Tls)?;
+        let listener = TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| ServeError::Bind {
+                addr: config.addr,
+                source,
+            })?;
+        let shared = Shared::new(&config, policies.clone(), cert.clone(), metrics.clone());
+        Ok(Server {
+            listener,
+            tls,
+            shared,
+            policies,
+            cert,
+            metrics,
+            reload_interval: config.reload_interval,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves, then drains connections (at most
+    /// [`SHUTDOWN_GRACE`]). Also runs the policy and certificate reload tasks.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
+        let Server {
+            listener,
+            tls,
+            shared,
+            policies,
+            cert,
+            metrics,
+            reload_interval,
+        } = self;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let policy_task = tokio::spawn(super::reload::watch(
+            policies,
+            metrics.clone(),
+            reload_interval,
+            stopped(stop_rx.clone()),
+        ));
+        let cert_task = tokio::spawn(super::tls::watch(
+            cert,
+            metrics,
+            reload_interval,
+            stopped(stop_rx),
+        ));
+
+        let acceptor = TlsAcceptor::from(tls);
+        let service = TowerToHyperService::new(router(shared.clone()));
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(BODY_READ_TIMEOUT);
+        let builder = Arc::new(builder);
+        let graceful = GracefulShutdown::new();
+        let addr = listener.local_addr().ok();
+        shared.set_serving(true);
+        info!(addr = ?addr, "serving admission webhooks over HTTPS");
+
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let (acceptor, service, builder) = (acceptor.clone(), service.clone(), builder.clone());
+            let watcher = graceful.watcher();
+            tokio::spawn(async move {
+                let tls =
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(e)) => {
+                            debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                let conn = builder.serve_connection(TokioIo::new(tls), service);
+                if let Err(e) = watcher.watch(conn).await {
+                    debug!(%peer, error = %e, "connection ended with an error");
+                }
+            });
+        }
+
+        shared.set_serving(false);
+        drop(listener);
+        let _ = stop_tx.send(true);
+        info!(
+            connections = graceful.count(),
+            "shutting down: draining connections"
+        );
+        if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            warn!(
+                grace_s = SHUTDOWN_GRACE.as_secs(),
+                "connections still open after the grace period; closing them"
+            );
+        }
+        let _ = policy_task.await;
+        let _ = cert_task.await;
+        Ok(())
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("TLS configuration")]
+    Tls(#[source] super::tls::TlsError),
+}

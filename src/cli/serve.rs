@@ -1,0 +1,214 @@
+//! `gangplank serve`: the admission webhooks over HTTPS, with policy and certificate hot
+//! reload.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tracing::{error, info, warn};
+
+use super::{exit, parse_duration};
+use crate::admission::certs::{self, Bundle};
+use crate::admission::handler::Limits;
+use crate::admission::server::DEFAULT_MAX_BODY_BYTES;
+use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
+
+/// The webhook's `timeoutSeconds` in deploy/: evaluation must give up before it.
+const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8443", env = "GANGPLANK_ADDR")]
+    pub addr: SocketAddr,
+    /// Serving certificate chain, PEM, leaf first; reloaded when it changes. Without it,
+    /// an ephemeral self-signed certificate is generated.
+    #[arg(long, env = "GANGPLANK_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate, PEM.
+    #[arg(long, env = "GANGPLANK_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Policy directory: *.rego, lib/, params.yaml; reloaded when it changes.
+    #[arg(long, default_value = "policies", env = "GANGPLANK_POLICIES")]
+    pub policies: PathBuf,
+    /// Where the ephemeral certificate's CA is written, without --tls-cert
+    /// [default: <temp dir>/gangplank-ca.crt].
+    #[arg(long, env = "GANGPLANK_EPHEMERAL_CA")]
+    pub ephemeral_ca: Option<PathBuf>,
+    /// Names of the ephemeral certificate, besides the --addr IP.
+    #[arg(
+        long,
+        default_values = ["localhost", "127.0.0.1"],
+        env = "GANGPLANK_EPHEMERAL_NAMES",
+        value_delimiter = ','
+    )]
+    pub ephemeral_names: Vec<String>,
+    /// Longest a review may wait for and run policy evaluation before it is refused; keep
+    /// it below the webhook's timeoutSeconds (5 s).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GANGPLANK_EVAL_TIMEOUT")]
+    pub eval_timeout: Duration,
+    /// Evaluations running at once (0: one per CPU); more wait for a slot.
+    #[arg(long, default_value_t = 0, env = "GANGPLANK_MAX_EVALUATIONS")]
+    pub max_evaluations: usize,
+    /// Largest request body, in bytes; larger ones get 413 (the apiserver's own limit is 3 MiB).
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, env = "GANGPLANK_MAX_BODY_BYTES")]
+    pub max_body_bytes: usize,
+    /// How often the policy directory and certificate files are checked for changes.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, env = "GANGPLANK_RELOAD_INTERVAL")]
+    pub reload_interval: Duration,
+    /// Async worker threads (0: one per CPU).
+    #[arg(long, default_value_t = 0, env = "GANGPLANK_WORKER_THREADS")]
+    pub worker_threads: usize,
+}
+
+impl ServeArgs {
+    pub fn run(self) -> u8 {
+        let workers = self.worker_threads;
+        let mut runtime = tokio::runtime::Builder::new_multi_thread();
+        runtime.enable_all().thread_name("gangplank");
+        if workers > 0 {
+            runtime.worker_threads(workers);
+        }
+        match runtime.build() {
+            Ok(rt) => rt.block_on(self.serve()),
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                exit::UNREADABLE
+            }
+        }
+    }
+
+    async fn serve(self) -> u8 {
+        let Self {
+            addr,
+            tls_cert,
+            tls_key,
+            policies,
+            ephemeral_ca,
+            ephemeral_names,
+            eval_timeout,
+            max_evaluations,
+            max_body_bytes,
+            reload_interval,
+            worker_threads: _,
+        } = self;
+        if eval_timeout >= WEBHOOK_TIMEOUT {
+            warn!(eval_timeout_ms = eval_timeout.as_millis() as u64,
+                "--eval-timeout is not below the webhook's timeoutSeconds (5 s): the apiserver may time out before gangplank refuses");
+        }
+        let metrics = Arc::new(Metrics::new());
+        let store = match PolicyStore::load(&policies) {
+            Ok(store) => store,
+            Err(e) => {
+                error!(dir = %policies.display(), error = %error_chain(&e), "cannot load policies");
+                return exit::UNREADABLE;
+            }
+        };
+        let status = store.status();
+        metrics.policy_reload(true, Some(status.policies));
+        info!(dir = %policies.display(), policies = status.policies, "policies loaded");
+
+        let cert = match (tls_cert, tls_key) {
+            (Some(cert), Some(key)) => match ServingCert::from_files(CertFiles { cert, key }) {
+                Ok(cert) => cert,
+                Err(e) => {
+                    error!(error = %error_chain(&e), "cannot load the serving certificate");
+                    return exit::UNREADABLE;
+                }
+            },
+            _ => {
+                let mut names = ephemeral_names;
+                if !addr.ip().is_unspecified() {
+                    names.push(addr.ip().to_string());
+                }
+                names.sort();
+                names.dedup();
+                match ephemeral(&names, ephemeral_ca) {
+                    Ok(cert) => cert,
+                    Err(message) => {
+                        error!(error = %message, "cannot set up an ephemeral certificate");
+                        return exit::UNREADABLE;
+                    }
+                }
+            }
+        };
+        let cert = Arc::new(cert);
+        let max_evaluations = if max_evaluations == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            max_evaluations
+        };
+        let config = Config {
+            addr,
+            limits: Limits {
+                eval_timeout,
+                max_evaluations,
+            },
+            max_body_bytes,
+            reload_interval,
+        };
+        let server = match Server::bind(config, Arc::new(store), cert, metrics).await {
+            Ok(server) => server,
+            Err(e) => {
+                error!(error = %error_chain(&e), "cannot start the server");
+                return exit::UNREADABLE;
+            }
+        };
+        if let Ok(bound) = server.local_addr() {
+            info!(addr = %bound, max_evaluations, eval_timeout_ms = eval_timeout.as_millis() as u64, "listening");
+        }
+        match server.run(shutdown_signal()).await {
+            Ok(()) => exit::OK,
+            Err(e) => {
+                error!(error = %error_chain(&e), "server failed");
+                exit::UNREADABLE
+            }
+        }
+    }
+}
+
+/// A self-signed pair for a local run; its CA goes where a client can pick it up.
+fn ephemeral(names: &[String], ca_path: Option<PathBuf>) -> Result<ServingCert, String> {
+    let bundle = Bundle::generate(names, 7).map_err(|e| error_chain(&e))?;
+    let ca_path = ca_path.unwrap_or_else(|| std::env::temp_dir().join("gangplank-ca.crt"));
+    certs::write_file(&ca_path, &bundle.ca_pem, false).map_err(|e| error_chain(&e))?;
+    warn!(
+        ca = %ca_path.display(),
+        names = %names.join(","),
+        "no --tls-cert: serving an ephemeral self-signed certificate (valid 7 days, gone at exit); clients must trust the CA written to {}",
+        ca_path.display()
+    );
+    ServingCert::from_pem(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())
+        .map_err(|e| error_chain(&e))
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what the kubelet sends before killing the Pod).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => info!("Ctrl-C: shutting down"),
+        () = term => info!("SIGTERM: shutting down"),
+    }
+}
