@@ -85,7 +85,8 @@ pub async fn admit(ctx: &Context, endpoint: Endpoint, body: &[u8]) -> Answer {
         uid = Empty,
         kind = Empty,
         namespace = Empty,
-        name = Empty,
+        // Not `name`: JSON logs already use that key for the span's own name.
+        object_name = Empty,
         operation = Empty,
         dry_run = Empty,
     );
@@ -119,7 +120,7 @@ async fn handle(
     let (api_version, kind_name) = input.type_meta();
     span.record("kind", format!("{api_version}/{kind_name}"));
     span.record("namespace", input.namespace.as_str());
-    span.record("name", input.name.as_str());
+    span.record("object_name", input.name.as_str());
     span.record("operation", input.operation.as_str());
     span.record("dry_run", input.dry_run);
     let kind = input.kind().map_or(OTHER_KIND, |k| k.kind);

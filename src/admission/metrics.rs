@@ -207,6 +207,22 @@ impl Metrics {
             "Admission reviews being evaluated or waiting for an evaluation slot",
             in_flight.clone(),
         );
+        // Series of closed label sets exist from the start, so that rate() and increase()
+        // see the first failure rather than a series appearing.
+        for ok in [true, false] {
+            drop(policy_reloads.get_or_create(&result_label(ok)));
+            drop(tls_reloads.get_or_create(&result_label(ok)));
+        }
+        for reason in [
+            Failure::Timeout,
+            Failure::Evaluation,
+            Failure::NoPolicies,
+            Failure::Crashed,
+        ] {
+            drop(failures.get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            }));
+        }
         Metrics {
             registry,
             requests,
@@ -262,9 +278,14 @@ impl Metrics {
     pub fn policy_reload(&self, ok: bool, policies: Option<usize>) {
         self.policy_reloads.get_or_create(&result_label(ok)).inc();
         if let Some(n) = policies {
-            self.policies_loaded
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
+            self.set_policies_loaded(n);
         }
+    }
+
+    /// Size of the set that serves (at start, and after each successful reload).
+    pub fn set_policies_loaded(&self, n: usize) {
+        self.policies_loaded
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     pub fn tls_reload(&self, ok: bool) {

@@ -255,6 +255,7 @@ impl Server {
                 addr: config.addr,
                 source,
             })?;
+        metrics.set_policies_loaded(policies.status().policies);
         let shared = Shared::new(&config, policies.clone(), cert.clone(), metrics.clone());
         Ok(Server {
             listener,

@@ -191,9 +191,14 @@ impl ServingCert {
     /// (or the certificate is not file-backed). Blocking: reads files.
     pub fn reload_if_changed(&self, metrics: &Metrics) -> Option<bool> {
         let files = self.files.as_ref()?;
-        let read_both = read(&files.cert).and_then(|c| Ok((c, read(&files.key)?)));
+        // Read the certificate again after the key: if it changed in between (a swap
+        // between the two reads), look again next time rather than refuse a torn pair.
+        let read_both = read(&files.cert)
+            .and_then(|c| Ok((c, read(&files.key)?)))
+            .and_then(|(c, k)| Ok((read(&files.cert)? == c).then_some((c, k))));
         let (cert, key) = match read_both {
-            Ok(pair) => pair,
+            Ok(None) => return None,
+            Ok(Some(pair)) => pair,
             Err(e) => {
                 // A file briefly missing mid-update: keep serving, look again next time.
                 let message = super::error_chain(&e);

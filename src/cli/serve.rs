@@ -106,9 +106,7 @@ impl ServeArgs {
                 return exit::UNREADABLE;
             }
         };
-        let status = store.status();
-        metrics.policy_reload(true, Some(status.policies));
-        info!(dir = %policies.display(), policies = status.policies, "policies loaded");
+        info!(dir = %policies.display(), policies = store.status().policies, "policies loaded");
 
         let cert = match (tls_cert, tls_key) {
             (Some(cert), Some(key)) => match ServingCert::from_files(CertFiles { cert, key }) {

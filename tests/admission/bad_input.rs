@@ -1,0 +1,137 @@
+//! Protection: oversized bodies, malformed JSON, reviews that are not v1 or lack a request,
+//! a malformed request, and evaluation past its deadline. Never a crash or a hang.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{create, example, Options, TestServer};
+
+async fn post_raw(server: &TestServer, path: &str, body: Vec<u8>) -> (u16, String) {
+    let r = server
+        .client
+        .post(server.url(path))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("answered");
+    (r.status().as_u16(), r.text().await.expect("body"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_over_3_mib_are_refused_with_413() {
+    let server = TestServer::start().await;
+    // A valid review whose object carries 3 MiB of annotation.
+    let mut job = example("pytorchjob-gpu.yaml");
+    job["metadata"]["annotations"] = json!({"padding": "x".repeat(3 * 1024 * 1024)});
+    let body = serde_json::to_vec(&create("big", &job)).expect("serializes");
+    for path in ["/mutate", "/validate"] {
+        let (status, text) = post_raw(&server, path, body.clone()).await;
+        assert_eq!(status, 413, "{path}: {text}");
+        assert!(text.contains("exceeds 3145728 bytes"), "{text}");
+    }
+    // The server is still answering.
+    let ok = server
+        .admit("/mutate", &create("after", &example("pytorchjob-gpu.yaml")))
+        .await;
+    assert_eq!(ok["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_just_under_the_limit_is_answered() {
+    let server = TestServer::start().await;
+    let mut job = example("configmap.yaml");
+    job["data"] = json!({"blob": "x".repeat(3 * 1024 * 1024 - 4096)});
+    let response = server.admit("/validate", &create("near-limit", &job)).await;
+    assert_eq!(response["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_gets_400_with_a_message() {
+    let server = TestServer::start().await;
+    for body in [&b"{\"apiVersion\": "[..], b"", b"\xff\xfe", b"[1, 2"] {
+        for path in ["/mutate", "/validate"] {
+            let (status, text) = post_raw(&server, path, body.to_vec()).await;
+            assert_eq!(status, 400, "{path} {body:?}: {text}");
+            assert!(text.contains("not valid JSON"), "{text}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_without_request_gets_400_with_a_message() {
+    let server = TestServer::start().await;
+    let cases: [(Value, &str); 4] = [
+        (
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+            "no request",
+        ),
+        (
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": null}),
+            "no request",
+        ),
+        (
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}}),
+            "no uid",
+        ),
+        (
+            json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "x"}}),
+            "admission.k8s.io/v1beta1",
+        ),
+    ];
+    for (review, needle) in cases {
+        let (status, body) = server.post("/validate", &review).await;
+        assert_eq!(status, 400, "{review}: {body}");
+        assert!(
+            body.as_str().is_some_and(|t| t.contains(needle)),
+            "{body} lacks {needle}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_cannot_be_evaluated_is_refused_as_invalid_with_its_uid() {
+    let server = TestServer::start().await;
+    let mut review = create("bad-op", &example("pytorchjob-gpu.yaml"));
+    review["request"]["operation"] = json!("PATCH");
+    let response = server.admit("/mutate", &review).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 400);
+    assert!(response["status"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("PATCH")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evaluation_past_its_deadline_is_refused_not_allowed() {
+    let server = TestServer::with(Options {
+        eval_timeout: Duration::ZERO,
+        ..Options::default()
+    })
+    .await;
+    for path in ["/mutate", "/validate"] {
+        let response = server
+            .admit(path, &create("slow", &example("pytorchjob-gpu.yaml")))
+            .await;
+        assert_eq!(response["allowed"], false, "{path}: fail closed");
+        assert_eq!(response["status"]["code"], 504);
+        assert!(response["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("did not finish within 0 ms")));
+    }
+    // Skipped kinds need no evaluation and are still admitted.
+    let response = server
+        .admit("/validate", &create("cm", &example("configmap.yaml")))
+        .await;
+    assert_eq!(response["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_paths_take_only_post() {
+    let server = TestServer::start().await;
+    let (status, _) = server.get_text("/mutate").await;
+    assert_eq!(status, 405);
+    let (status, _) = server.get_text("/nope").await;
+    assert_eq!(status, 404);
+}

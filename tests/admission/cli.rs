@@ -1,0 +1,195 @@
+//! `gangplank certs` and `gangplank serve` as commands: files, caBundle, the ephemeral
+//! certificate of a zero-config run, graceful exit on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+
+use crate::support::{create, example, repo};
+
+fn gangplank() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gangplank"));
+    c.env_remove("RUST_LOG").current_dir(repo());
+    c
+}
+
+#[test]
+fn certs_writes_a_tls_secret_layout_and_prints_the_ca_bundle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = gangplank()
+        .args(["certs", "--out"])
+        .arg(dir.path())
+        .args([
+            "--dns",
+            "gangplank-webhook.gangplank.svc,gangplank-webhook.gangplank.svc.cluster.local",
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).expect("ca.crt");
+    let bundle = String::from_utf8(out.stdout).expect("utf-8");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(bundle.trim())
+        .expect("caBundle is base64");
+    assert_eq!(decoded, ca.as_bytes());
+    let cert = std::fs::read(dir.path().join("tls.crt")).expect("tls.crt");
+    let key = std::fs::read(dir.path().join("tls.key")).expect("tls.key");
+    gangplank::admission::tls::certified_key(&cert, &key).expect("the key fits the certificate");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("tls.key"))
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "tls.key is private: {mode:o}");
+    }
+
+    // Existing files are kept unless --force.
+    let again = gangplank()
+        .args(["certs", "--dns", "x", "--out"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("ca.crt")).expect("ca"),
+        ca
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exits_cleanly_on_sigterm(
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_path = dir.path().join("local-ca.crt");
+    let mut child = gangplank()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--ephemeral-ca",
+        ])
+        .arg(&ca_path)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said_ephemeral = false;
+    let addr = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("serve logs its address");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+        if v["fields"]["message"].as_str().is_some_and(|m| {
+            m.contains("ephemeral self-signed") && m.contains(&ca_path.display().to_string())
+        }) {
+            said_ephemeral = true;
+        }
+        if v["fields"]["message"] == "listening" {
+            break v["fields"]["addr"].as_str().expect("addr").to_string();
+        }
+    };
+    assert!(
+        said_ephemeral,
+        "serve says it uses an ephemeral certificate and where its CA is"
+    );
+
+    let ca_pem = std::fs::read_to_string(&ca_path).expect("CA written");
+    let client = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA")])
+        .build()
+        .expect("client");
+    let r = client
+        .post(format!("https://{addr}/mutate"))
+        .body(serde_json::to_vec(&create("cli-1", &example("pytorchjob-gpu.yaml"))).expect("json"))
+        .send()
+        .await
+        .expect("answered over HTTPS with the printed CA");
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value =
+        serde_json::from_slice(&r.bytes().await.expect("body")).expect("JSON");
+    assert_eq!(body["response"]["uid"], "cli-1");
+
+    // One JSON log line per decision, with the request's identity.
+    let decision = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("decision logged");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+        if v["fields"]["message"] == "admission decision" {
+            break v;
+        }
+    };
+    assert_eq!(decision["fields"]["decision"], "patched", "{decision}");
+    assert_eq!(decision["span"]["uid"], "cli-1", "{decision}");
+    assert_eq!(
+        decision["span"]["kind"], "kubeflow.org/v1/PyTorchJob",
+        "{decision}"
+    );
+    assert_eq!(decision["span"]["namespace"], "vision", "{decision}");
+    assert_eq!(
+        decision["span"]["object_name"], "resnet50-imagenet",
+        "{decision}"
+    );
+    assert!(
+        decision["fields"]["policies"]
+            .as_str()
+            .is_some_and(|p| p.contains("gang_scheduling")),
+        "{decision}"
+    );
+
+    let pid = child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn serve_refuses_to_start_on_a_broken_policy_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("broken.rego"),
+        "package gangplank.policies.broken\nthis is not rego\n",
+    )
+    .expect("write");
+    let out = gangplank()
+        .args(["serve", "--addr", "127.0.0.1:0", "--policies"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot load policies"), "{stderr}");
+}

@@ -1,0 +1,12 @@
+//! The admission webhooks over real HTTPS on 127.0.0.1, as the kube-apiserver calls them:
+//! generated CA, a client that verifies it, AdmissionReview JSON in, patches applied.
+//! One test binary, one module per topic.
+
+mod bad_input;
+mod cli;
+mod load;
+mod probes;
+mod reload;
+mod rotation;
+mod support;
+mod webhooks;

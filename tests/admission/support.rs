@@ -1,0 +1,337 @@
+//! A real gangplank server on 127.0.0.1 with generated certificates, and an HTTPS client
+//! that trusts only the test CA, as the apiserver trusts only the caBundle.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use gangplank::admission::certs::{Bundle, Ca};
+use gangplank::admission::handler::Limits;
+use gangplank::admission::{CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A manifest from examples/ as JSON.
+pub fn example(name: &str) -> Value {
+    let path = repo().join("examples").join(name);
+    let text = std::fs::read_to_string(&path).expect("example readable");
+    yaml_serde::from_str(&text).expect("example parses")
+}
+
+/// Copies the shipped policies (without their tests) into `dir`, so a test may edit them.
+pub fn copy_policies(dir: &Path) {
+    copy_dir(&repo().join("policies"), dir);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read policies") {
+        let entry = entry.expect("entry");
+        let path = entry.path();
+        let name = entry.file_name();
+        if path.is_dir() {
+            if name != "tests" {
+                copy_dir(&path, &to.join(&name));
+            }
+        } else {
+            std::fs::copy(&path, to.join(&name)).expect("copy");
+        }
+    }
+}
+
+/// What a test server is built from.
+pub struct Options {
+    pub policies: PathBuf,
+    pub eval_timeout: Duration,
+    pub max_evaluations: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            policies: repo().join("policies"),
+            eval_timeout: Duration::from_secs(2),
+            max_evaluations: 2,
+        }
+    }
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub ca: Ca,
+    /// The pair the server started with.
+    pub first: Bundle,
+    pub cert_files: CertFiles,
+    pub metrics: Arc<Metrics>,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+/// Names the test certificates are valid for.
+pub fn names() -> Vec<String> {
+    vec!["127.0.0.1".to_string(), "localhost".to_string()]
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::with(Options::default()).await
+    }
+
+    pub async fn with(opts: Options) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = Ca::generate(1).expect("CA");
+        let first = ca.issue(&names(), 1).expect("leaf");
+        first.write_to(dir.path()).expect("write certs");
+        let cert_files = CertFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        };
+        let cert = Arc::new(ServingCert::from_files(cert_files.clone()).expect("cert loads"));
+        TestServer::serve(opts, dir, ca, first, cert_files, cert).await
+    }
+
+    /// Serves certificate files the caller laid out (a Secret-volume layout, say).
+    pub async fn serve(
+        opts: Options,
+        dir: tempfile::TempDir,
+        ca: Ca,
+        first: Bundle,
+        cert_files: CertFiles,
+        cert: Arc<ServingCert>,
+    ) -> TestServer {
+        let metrics = Arc::new(Metrics::new());
+        let store = Arc::new(PolicyStore::load(&opts.policies).expect("policies load"));
+        let config = Config {
+            addr: "127.0.0.1:0".parse().expect("addr"),
+            limits: Limits {
+                eval_timeout: opts.eval_timeout,
+                max_evaluations: opts.max_evaluations,
+            },
+            max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
+            reload_interval: Duration::from_millis(100),
+        };
+        let server = Server::bind(config, store, cert, metrics.clone())
+            .await
+            .expect("binds");
+        let addr = server.local_addr().expect("bound address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            server
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("server runs");
+        });
+        let client = client_for(&ca);
+        let s = TestServer {
+            addr,
+            ca,
+            first,
+            cert_files,
+            metrics,
+            client,
+            stop: Some(stop),
+            task: Some(task),
+            _dir: dir,
+        };
+        let readyz = s.url("/readyz");
+        let client = s.client.clone();
+        wait_until("the server is ready", Duration::from_secs(10), || {
+            let (client, readyz) = (client.clone(), readyz.clone());
+            async move {
+                client
+                    .get(readyz)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status() == 200)
+            }
+        })
+        .await;
+        s
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://{}{}", self.addr, path)
+    }
+
+    /// POSTs a review and returns the HTTP status and the body as JSON.
+    pub async fn post(&self, path: &str, review: &Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(review).expect("serializes"))
+            .send()
+            .await
+            .expect("request answered");
+        let status = r.status().as_u16();
+        let body = r.bytes().await.expect("body");
+        let json = serde_json::from_slice(&body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+        (status, json)
+    }
+
+    /// POSTs a review that must be answered with HTTP 200; returns its `response`.
+    pub async fn admit(&self, path: &str, review: &Value) -> Value {
+        let (status, body) = self.post(path, review).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(body["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(body["kind"], "AdmissionReview");
+        assert_eq!(
+            body["response"]["uid"], review["request"]["uid"],
+            "uid echoed"
+        );
+        body["response"].clone()
+    }
+
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        let r = self
+            .client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("answered");
+        (r.status().as_u16(), r.text().await.expect("text"))
+    }
+
+    /// The leaf certificate (DER) a new TLS connection is served.
+    pub async fn served_leaf(&self) -> Vec<u8> {
+        let client = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(self.ca.pem().as_bytes()).expect("CA")])
+            .tls_info(true)
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("client");
+        let r = client
+            .get(self.url("/healthz"))
+            .send()
+            .await
+            .expect("answered");
+        let info = r
+            .extensions()
+            .get::<reqwest::tls::TlsInfo>()
+            .expect("TLS info");
+        info.peer_certificate().expect("peer certificate").to_vec()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A client that trusts only the test CA.
+pub fn client_for(ca: &Ca) -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(ca.pem().as_bytes()).expect("CA")])
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// DER of a PEM certificate.
+pub fn der(pem: &str) -> Vec<u8> {
+    use rustls_pki_types::pem::PemObject;
+    rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("PEM certificate")
+        .to_vec()
+}
+
+/// Polls `condition` until it holds, failing the test after `deadline`.
+pub async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut condition: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if condition().await {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An AdmissionReview v1 as the apiserver sends it.
+pub fn review(
+    uid: &str,
+    operation: &str,
+    object: &Value,
+    old: Option<&Value>,
+    dry_run: bool,
+) -> Value {
+    let subject = if object.is_null() {
+        old.unwrap_or(object)
+    } else {
+        object
+    };
+    let api_version = subject["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = subject["kind"].as_str().unwrap_or_default();
+    let gvk = json!({"group": group, "version": version, "kind": kind});
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": gvk,
+            "resource": {"group": group, "version": version, "resource": format!("{}s", kind.to_lowercase())},
+            "requestKind": gvk,
+            "name": subject["metadata"]["name"],
+            "namespace": subject["metadata"]["namespace"],
+            "operation": operation,
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": object,
+            "oldObject": old.cloned().unwrap_or(Value::Null),
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        }
+    })
+}
+
+pub fn create(uid: &str, object: &Value) -> Value {
+    review(uid, "CREATE", object, None, false)
+}
+
+/// The JSONPatch of a response, decoded.
+pub fn patch_of(response: &Value) -> json_patch::Patch {
+    assert_eq!(response["patchType"], "JSONPatch");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().expect("patch is a string"))
+        .expect("patch is base64");
+    serde_json::from_slice(&raw).expect("patch is a JSON patch")
+}
+
+/// The object as the apiserver stores it after /mutate: the patch applied.
+pub fn apply(object: &Value, response: &Value) -> Value {
+    let mut out = object.clone();
+    if response.get("patch").is_some() {
+        json_patch::patch(&mut out, &patch_of(response)).expect("patch applies");
+    }
+    out
+}
