@@ -37,6 +37,10 @@ pub struct CheckArgs {
     /// Largest document accepted, in bytes (the apiserver's request limit is 3 MiB).
     #[arg(long, default_value_t = DEFAULT_MAX_DOCUMENT_BYTES, env = "GANGPLANK_MAX_DOCUMENT_BYTES")]
     pub max_document_bytes: usize,
+    /// Also print, per training job, what each policy rule costs to evaluate (median of
+    /// this many runs), most expensive first. For policy authors; 0 turns it off.
+    #[arg(long, default_value_t = 0, env = "GANGPLANK_PROFILE")]
+    pub profile: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -54,6 +58,7 @@ impl CheckArgs {
             output,
             namespace,
             max_document_bytes,
+            profile,
         } = self;
         let set = match PolicySet::load(&policies) {
             Ok(set) => set,
@@ -66,6 +71,9 @@ impl CheckArgs {
                 return exit::UNREADABLE;
             }
         };
+        if let Some(why) = set.interpreter_reason() {
+            eprintln!("note: policies run on the regorus interpreter, not the bytecode VM: {why}");
+        }
         let opts = ReadOptions {
             max_document_bytes,
             default_namespace: namespace,
@@ -74,6 +82,9 @@ impl CheckArgs {
             .into_iter()
             .map(|doc| match doc {
                 Ok(doc) => {
+                    if profile > 0 && doc.input.kind().is_some() {
+                        print_profile(&set, &doc, profile);
+                    }
                     let decision = review::review(&set, &doc.input);
                     Outcome::decided(doc, decision)
                 }
@@ -113,4 +124,21 @@ fn show_paths(paths: &[PathBuf]) -> String {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Per-rule costs on stderr, most expensive first, with the total.
+fn print_profile(set: &PolicySet, doc: &crate::review::Document, runs: usize) {
+    let mut costs = set.profile(&doc.input.build_rego_input(), runs);
+    costs.sort_by_key(|c| std::cmp::Reverse(c.median.clone().unwrap_or_default()));
+    let total: std::time::Duration = costs.iter().filter_map(|c| c.median.clone().ok()).sum();
+    eprintln!(
+        "profile {} (median of {runs} runs per rule; total {total:.1?}):",
+        doc.source
+    );
+    for c in costs {
+        match c.median {
+            Ok(d) => eprintln!("  {:>10.1?}  {}", d, c.rule),
+            Err(e) => eprintln!("  {:>10}  {}: {e}", "error", c.rule),
+        }
+    }
 }

@@ -13,6 +13,7 @@ pub mod eval;
 pub mod intent;
 pub mod load;
 pub mod params;
+pub mod profile;
 pub mod set;
 pub mod vm;
 

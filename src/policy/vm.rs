@@ -32,11 +32,16 @@ impl VmProgram {
     /// Compiles both entry rules of a prepared engine. The error says which construct of
     /// which file the RVM does not support.
     pub fn compile(engine: &mut Engine) -> Result<VmProgram, String> {
+        VmProgram::compile_rules(engine, &[MUTATIONS_RULE, VALIDATIONS_RULE])
+    }
+
+    /// Compiles the given rules (full `data....` paths) as the program's entry points.
+    pub fn compile_rules(engine: &mut Engine, rules: &[&str]) -> Result<VmProgram, String> {
+        let first = rules.first().ok_or("no entry rules")?;
         let compiled = engine
-            .compile_with_entrypoint(&MUTATIONS_RULE.into())
+            .compile_with_entrypoint(&(*first).into())
             .map_err(|e| e.to_string())?;
-        let program = Compiler::compile_from_policy(&compiled, &[MUTATIONS_RULE, VALIDATIONS_RULE])
-            .map_err(|e| e.to_string())?;
+        let program = Compiler::compile_from_policy(&compiled, rules).map_err(|e| e.to_string())?;
         Ok(VmProgram {
             program,
             data: engine.get_data(),
