@@ -165,6 +165,7 @@ async fn handle(
                 Decision::Denied
             };
             let mut hit: Vec<&str> = violations.iter().map(|v| v.policy.as_str()).collect();
+            hit.sort_unstable();
             hit.dedup();
             info!(decision = decision.as_str(), policies = %hit.join(","), violations = violations.len(), "admission decision");
             (reply(&verdict, &uid), kind, decision)
@@ -238,6 +239,7 @@ fn run_policies(endpoint: Endpoint, set: &PolicySet, input: &Input) -> Result<Ou
         Endpoint::Mutate => {
             let m = decide::mutate(set, input)?;
             let mut policies: Vec<String> = m.applied.into_iter().map(|i| i.policy).collect();
+            policies.sort_unstable();
             policies.dedup();
             Ok(Outcome::Mutated {
                 patch: m.patch,

@@ -1,5 +1,6 @@
 //! The `gangplank` command line: one module per subcommand, each with its own `run`.
 
+pub mod bench;
 pub mod certs;
 pub mod check;
 pub mod report;
@@ -44,6 +45,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Write a CA and a serving certificate for the webhook Service; print the caBundle.
     Certs(certs::CertsArgs),
+    /// Load-test the HTTPS webhooks: reviews/s, p50, p99 and server RSS per concurrency.
+    Bench(bench::BenchArgs),
 }
 
 impl Command {
@@ -52,7 +55,7 @@ impl Command {
     pub fn default_log_filter(&self) -> &'static str {
         match self {
             Command::Serve(_) => "info",
-            Command::Check(_) | Command::Test(_) | Command::Certs(_) => "warn",
+            Command::Check(_) | Command::Test(_) | Command::Certs(_) | Command::Bench(_) => "warn",
         }
     }
 }
@@ -78,6 +81,7 @@ impl Cli {
             Command::Test(args) => args.run(),
             Command::Serve(args) => args.run(),
             Command::Certs(args) => args.run(),
+            Command::Bench(args) => args.run(),
         };
         ExitCode::from(code)
     }

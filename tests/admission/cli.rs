@@ -71,21 +71,23 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca_path = dir.path().join("local-ca.crt");
-    let mut child = gangplank()
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--ephemeral-ca",
-        ])
-        .arg(&ca_path)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starts");
-    let stderr = child.stderr.take().expect("stderr");
+    let mut child = KillOnDrop(
+        gangplank()
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--ephemeral-ca",
+            ])
+            .arg(&ca_path)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starts"),
+    );
+    let stderr = child.0.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -156,7 +158,7 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
         "{decision}"
     );
 
-    let pid = child.id().to_string();
+    let pid = child.0.id().to_string();
     let killed = Command::new("kill")
         .args(["-TERM", &pid])
         .status()
@@ -164,7 +166,7 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
     assert!(killed.success());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
+        if let Some(status) = child.0.try_wait().expect("wait") {
             break status;
         }
         assert!(
@@ -174,6 +176,16 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(status.success(), "{status}");
+}
+
+/// A spawned server never outlives its test, even one that fails half-way.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]

@@ -1,0 +1,476 @@
+//! `gangplank bench`: a load generator for the HTTPS webhooks.
+//!
+//! Starts `gangplank serve` as a child process (its own RSS and CPU are then measurable)
+//! with a generated certificate, or targets a running server with `--url`. Each of
+//! `--concurrency` workers holds one keep-alive HTTP/1.1 connection over TLS and sends
+//! reviews back to back: the mix is every manifest under `--examples` as a CREATE to
+//! `/mutate`, and the object as mutated to `/validate` (so some are denied), as the
+//! apiserver's two calls per `kubectl apply`. Every answer is checked against the offline
+//! decision; a wrong or failed answer counts as an error.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::Args;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::{exit, parse_duration};
+use crate::admission::certs::Bundle;
+use crate::admission::tls::provider;
+use crate::policy::PolicySet;
+use crate::review::documents::ReadOptions;
+use crate::review::{self, read_documents};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Concurrency levels to run, one after the other.
+    #[arg(
+        long,
+        default_values_t = [1, 16, 64],
+        value_delimiter = ',',
+        env = "GANGPLANK_BENCH_CONCURRENCY"
+    )]
+    pub concurrency: Vec<usize>,
+    /// Measured time per level.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GANGPLANK_BENCH_DURATION")]
+    pub duration: Duration,
+    /// Unmeasured time per level before measuring (connections, caches, allocator).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GANGPLANK_BENCH_WARMUP")]
+    pub warmup: Duration,
+    /// Manifests the reviews are made of (directories are walked).
+    #[arg(long, default_value = "examples", env = "GANGPLANK_BENCH_EXAMPLES")]
+    pub examples: PathBuf,
+    /// Policy directory, for the spawned server and for the expected verdicts.
+    #[arg(long, default_value = "policies", env = "GANGPLANK_POLICIES")]
+    pub policies: PathBuf,
+    /// A running server to load instead of spawning one (needs --ca).
+    #[arg(long, env = "GANGPLANK_BENCH_ADDR", requires = "ca")]
+    pub addr: Option<SocketAddr>,
+    /// CA that signed the running server's certificate.
+    #[arg(long, env = "GANGPLANK_BENCH_CA")]
+    pub ca: Option<PathBuf>,
+    /// Process id of the running server, for its RSS and CPU time.
+    #[arg(long, env = "GANGPLANK_BENCH_SERVER_PID")]
+    pub server_pid: Option<u32>,
+    /// Extra arguments for the spawned `gangplank serve`.
+    #[arg(long, allow_hyphen_values = true, env = "GANGPLANK_BENCH_SERVE_ARGS")]
+    pub serve_args: Vec<String>,
+}
+
+/// One prepared request and what its answer must say.
+struct Case {
+    path: &'static str,
+    body: Bytes,
+    allowed: bool,
+}
+
+struct Target {
+    addr: SocketAddr,
+    connector: TlsConnector,
+    pid: Option<u32>,
+}
+
+/// Latencies and errors of one level.
+#[derive(Default)]
+struct Tally {
+    micros: Vec<u32>,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl BenchArgs {
+    pub fn run(self) -> u8 {
+        // The load generator gets one thread: it shares the machine with the server.
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return exit::UNREADABLE;
+            }
+        };
+        match rt.block_on(self.bench()) {
+            Ok(code) => code,
+            Err(message) => {
+                eprintln!("error: {message}");
+                exit::UNREADABLE
+            }
+        }
+    }
+
+    async fn bench(self) -> Result<u8, String> {
+        let Self {
+            concurrency,
+            duration,
+            warmup,
+            examples,
+            policies,
+            addr,
+            ca,
+            server_pid,
+            serve_args,
+        } = self;
+        let cases = Arc::new(prepare(&examples, &policies)?);
+        let (target, _child) = match (addr, ca) {
+            (Some(addr), Some(ca)) => {
+                let pem = std::fs::read(&ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+                let target = Target {
+                    addr,
+                    connector: connector(&pem)?,
+                    pid: server_pid,
+                };
+                (target, None)
+            }
+            _ => {
+                let (target, child) = spawn_server(&policies, &serve_args)?;
+                (target, Some(child))
+            }
+        };
+        wait_ready(&target).await?;
+        let mutate = cases.iter().filter(|c| c.path == "/mutate").count();
+        let denied = cases.iter().filter(|c| !c.allowed).count();
+        println!(
+            "# {} reviews from {}: {} to /mutate, {} to /validate ({} of them denied); {}s per level after {}s warm-up",
+            cases.len(),
+            examples.display(),
+            mutate,
+            cases.len() - mutate,
+            denied,
+            duration.as_secs_f64(),
+            warmup.as_secs_f64(),
+        );
+        println!("concurrency  reviews/s   p50 ms   p99 ms   max ms  errors  server RSS MiB (peak)  server CPU s/1k reviews");
+        let mut failed = false;
+        for &c in &concurrency {
+            let _ = load(&target, &cases, c.max(1), warmup).await;
+            let cpu_before = target.pid.and_then(cpu_seconds);
+            let started = Instant::now();
+            let mut tally = load(&target, &cases, c.max(1), duration).await;
+            let elapsed = started.elapsed().as_secs_f64();
+            let cpu = match (cpu_before, target.pid.and_then(cpu_seconds)) {
+                (Some(a), Some(b)) => format!(
+                    "{:.3}",
+                    (b - a) / (tally.micros.len().max(1) as f64) * 1000.0
+                ),
+                _ => "-".into(),
+            };
+            let rss = target
+                .pid
+                .and_then(memory)
+                .map_or("-".into(), |(rss, peak)| format!("{rss:.1} ({peak:.1})"));
+            tally.micros.sort_unstable();
+            let pct = |p: f64| {
+                let n = tally.micros.len();
+                if n == 0 {
+                    return 0.0;
+                }
+                let i = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
+                f64::from(tally.micros.get(i).copied().unwrap_or(0)) / 1000.0
+            };
+            println!(
+                "{:>11}  {:>9.0}  {:>7.3}  {:>7.3}  {:>7.3}  {:>6}  {:>21}  {:>23}",
+                c,
+                tally.micros.len() as f64 / elapsed,
+                pct(0.50),
+                pct(0.99),
+                pct(1.0),
+                tally.errors,
+                rss,
+                cpu,
+            );
+            if let Some(e) = tally.first_error {
+                eprintln!("first error at concurrency {c}: {e}");
+                failed = true;
+            }
+        }
+        Ok(if failed { exit::FAILED } else { exit::OK })
+    }
+}
+
+/// Reviews of every manifest: CREATE to /mutate, and the mutated object to /validate.
+fn prepare(examples: &Path, policies: &Path) -> Result<Vec<Case>, String> {
+    let set = PolicySet::load(policies)
+        .map_err(|e| format!("cannot load policies: {}", super::report::error_chain(&e)))?;
+    let mut cases = Vec::new();
+    for (i, doc) in read_documents(&[examples.to_path_buf()], &ReadOptions::default())
+        .into_iter()
+        .enumerate()
+    {
+        let Ok(doc) = doc else { continue };
+        let decision =
+            review::review(&set, &doc.input).map_err(|e| format!("{}: {e}", doc.source))?;
+        let object = &doc.input.object;
+        cases.push(Case {
+            path: "/mutate",
+            body: review_body(&format!("bench-m-{i}"), object),
+            allowed: true,
+        });
+        cases.push(Case {
+            path: "/validate",
+            body: review_body(&format!("bench-v-{i}"), &decision.mutated),
+            allowed: decision.allowed(),
+        });
+    }
+    if cases.is_empty() {
+        return Err(format!("no manifests under {}", examples.display()));
+    }
+    Ok(cases)
+}
+
+fn review_body(uid: &str, object: &Value) -> Bytes {
+    let meta = |k: &str| object.pointer(&format!("/metadata/{k}")).cloned();
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "operation": "CREATE",
+            "name": meta("name"),
+            "namespace": meta("namespace").unwrap_or_else(|| "default".into()),
+            "userInfo": {"username": "bench", "groups": ["system:authenticated"]},
+            "object": object,
+            "dryRun": false,
+        }
+    });
+    Bytes::from(serde_json::to_vec(&review).unwrap_or_default())
+}
+
+fn connector(ca_pem: &[u8]) -> Result<TlsConnector, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        let cert = cert.map_err(|e| format!("CA: {e}"))?;
+        roots.add(cert).map_err(|e| format!("CA: {e}"))?;
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// Starts `gangplank serve` on a free port with a fresh certificate.
+fn spawn_server(policies: &Path, extra: &[String]) -> Result<(Target, ServerChild), String> {
+    let dir = std::env::temp_dir().join(format!("gangplank-bench-{}", std::process::id()));
+    let bundle = Bundle::generate(&["127.0.0.1".to_string()], 1).map_err(|e| e.to_string())?;
+    bundle.write_to(&dir).map_err(|e| e.to_string())?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("cannot find a free port: {e}"))?
+        .port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .arg("serve")
+        .arg("--addr")
+        .arg(addr.to_string())
+        .arg("--tls-cert")
+        .arg(dir.join("tls.crt"))
+        .arg("--tls-key")
+        .arg(dir.join("tls.key"))
+        .arg("--policies")
+        .arg(policies)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start gangplank serve: {e}"))?;
+    let pid = child.id();
+    eprintln!("# spawned gangplank serve (pid {pid}) on {addr}");
+    let target = Target {
+        addr,
+        connector: connector(bundle.ca_pem.as_bytes())?,
+        pid: Some(pid),
+    };
+    Ok((target, ServerChild { child, dir }))
+}
+
+/// Kills the spawned server and removes its certificates when the bench ends.
+struct ServerChild {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(target: &Target) -> Result<Sender, String> {
+    let tcp = TcpStream::connect(target.addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let name = ServerName::IpAddress(target.addr.ip().into());
+    let tls = target
+        .connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("HTTP: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+async fn wait_ready(target: &Target) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(mut sender) = connect(target).await {
+            let req = Request::get("/readyz")
+                .header(hyper::header::HOST, target.addr.to_string())
+                .body(Full::new(Bytes::new()));
+            if let Ok(req) = req {
+                if let Ok(r) = sender.send_request(req).await {
+                    if r.status() == 200 {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("server at {} not ready within 60 s", target.addr));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `concurrency` connections sending reviews back to back for `duration`.
+async fn load(
+    target: &Target,
+    cases: &Arc<Vec<Case>>,
+    concurrency: usize,
+    duration: Duration,
+) -> Tally {
+    let until = Instant::now() + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..concurrency {
+        let cases = cases.clone();
+        let host = target.addr.to_string();
+        let sender = connect(target).await;
+        tasks.spawn(async move {
+            let mut tally = Tally::default();
+            let mut sender = match sender {
+                Ok(s) => s,
+                Err(e) => {
+                    tally.errors += 1;
+                    tally.first_error = Some(e);
+                    return tally;
+                }
+            };
+            let mut i = worker;
+            while Instant::now() < until {
+                let Some(case) = cases.get(i % cases.len()) else {
+                    break;
+                };
+                i += 1;
+                let started = Instant::now();
+                match send(&mut sender, &host, case).await {
+                    Ok(()) => tally
+                        .micros
+                        .push(u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX)),
+                    Err(e) => {
+                        tally.errors += 1;
+                        tally.first_error.get_or_insert(e);
+                        if sender.is_closed() {
+                            break;
+                        }
+                    }
+                }
+            }
+            tally
+        });
+    }
+    let mut total = Tally::default();
+    while let Some(done) = tasks.join_next().await {
+        let Ok(t) = done else {
+            total.errors += 1;
+            continue;
+        };
+        total.micros.extend(t.micros);
+        total.errors += t.errors;
+        if total.first_error.is_none() {
+            total.first_error = t.first_error;
+        }
+    }
+    total
+}
+
+async fn send(sender: &mut Sender, host: &str, case: &Case) -> Result<(), String> {
+    sender.ready().await.map_err(|e| e.to_string())?;
+    let req = Request::post(case.path)
+        .header(hyper::header::HOST, host)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(case.body.clone()))
+        .map_err(|e| e.to_string())?;
+    let response = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let expected: &[u8] = if case.allowed {
+        b"\"allowed\":true"
+    } else {
+        b"\"allowed\":false"
+    };
+    if status != 200 || !body.windows(expected.len()).any(|w| w == expected) {
+        return Err(format!(
+            "{} answered HTTP {status}, expected {}: {}",
+            case.path,
+            String::from_utf8_lossy(expected),
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        ));
+    }
+    Ok(())
+}
+
+/// VmRSS and VmHWM (peak) of a process, in MiB.
+fn memory(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// User + system CPU time of a process, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesized command name; utime and stime are the 14th and 15th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on Linux for every architecture gangplank runs on.
+    Some(ticks / 100.0)
+}
