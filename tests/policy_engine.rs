@@ -237,3 +237,19 @@ fn non_training_kinds_and_deletes_are_skipped() {
         .skipped
         .is_some());
 }
+
+#[test]
+fn a_mutation_blocked_by_broken_structure_is_a_violation_not_a_failed_request() {
+    let dir = dir_with(&[("backoff.rego", GOOD)]);
+    let set = load(dir.path()).expect("loads");
+    let mut j = job(None);
+    j["spec"]["runPolicy"] = json!("oops");
+    let d = review::review(&set, &Input::create(j, "default")).expect("still decides");
+    assert!(!d.allowed());
+    let v = d.violations.first().expect("one violation");
+    assert_eq!(
+        (v.policy.as_str(), v.path.as_str()),
+        ("backoff", "/spec/runPolicy/backoffLimit")
+    );
+    assert!(v.msg.contains("/spec/runPolicy is a string"), "{}", v.msg);
+}

@@ -165,7 +165,8 @@ fn descend<'a>(
 ) -> Result<Option<&'a mut Value>, String> {
     let mut cur = doc;
     for (depth, t) in tokens.iter().enumerate() {
-        let here = || pointer::join("", tokens.iter().take(depth + 1).map(String::as_str));
+        let upto = |n: usize| pointer::join("", tokens.iter().take(n).map(String::as_str));
+        let here = || upto(depth + 1);
         cur = match cur {
             Value::Object(map) => {
                 let missing = map.get(t).is_none_or(Value::is_null);
@@ -190,7 +191,7 @@ fn descend<'a>(
             other => {
                 return Err(format!(
                     "{} is a {}, not an object or list",
-                    here(),
+                    upto(depth),
                     type_name(other)
                 ))
             }

@@ -88,6 +88,10 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
 pub struct Mutation {
     pub mutated: Value,
     pub applied: Vec<Intent>,
+    /// Intents that could not be applied (the object's structure is broken where they point,
+    /// e.g. `template: "oops"`), as violations of their policy. The rest still apply, so one
+    /// malformed field never hides what the other policies have to say.
+    pub failed: Vec<Violation>,
     pub patch: json_patch::Patch,
 }
 
@@ -97,15 +101,31 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     let intents = set.mutation_intents(&input.build_rego_input(), &input.namespace)?;
     let mut mutated = input.object.clone();
     let mut applied = Vec::new();
+    let mut failed = Vec::new();
     for intent in intents {
-        if intent.apply(&mut mutated)? {
-            applied.push(intent);
+        match intent.apply(&mut mutated) {
+            Ok(true) => applied.push(intent),
+            Ok(false) => {}
+            Err(e) => failed.push(Violation {
+                action: set
+                    .policy(&intent.policy)
+                    .map_or(Action::Deny, |p| p.action),
+                policy: intent.policy,
+                path: intent.path,
+                msg: match e {
+                    EvalError::Intent { op, detail, .. } => {
+                        format!("cannot {op} this field: {detail}")
+                    }
+                    other => other.to_string(),
+                },
+            }),
         }
     }
     let patch = json_patch::diff(&input.object, &mutated);
     Ok(Mutation {
         mutated,
         applied,
+        failed,
         patch,
     })
 }
@@ -128,9 +148,12 @@ pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
     let Mutation {
         mutated,
         applied,
+        failed,
         patch,
     } = mutate(set, input)?;
-    let violations = validate(set, input, &mutated)?;
+    let mut violations = validate(set, input, &mutated)?;
+    violations.extend(failed);
+    violations.sort_by(|a, b| (&a.policy, &a.path, &a.msg).cmp(&(&b.policy, &b.path, &b.msg)));
     Ok(Decision {
         skipped: None,
         violations,
