@@ -109,7 +109,8 @@ impl Intent {
             Value::Object(map) => Ok(self.apply_to_key(map, last).map_err(&err)?),
             Value::Array(items) => self.apply_to_index(items, &last).map_err(&err),
             other => Err(err(format!(
-                "parent is a {}, not an object or list",
+                "{} is a {}, not an object or list",
+                pointer::join("", tokens.iter().map(String::as_str)),
                 type_name(other)
             ))),
         }
