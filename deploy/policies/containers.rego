@@ -1,0 +1,110 @@
+# Pod template containers: every replica needs containers with names and images, and the
+# container the operator configures (env, ports) must exist under the kind's default name.
+# Ports upstream R3, R4 and R5; like upstream, an empty list is reported twice (R3 and R5).
+package gangplank.policies.containers
+
+import rego.v1
+
+import data.gangplank.lib
+
+meta := {
+	"title": "Pod template containers",
+	"description": "Upstream R3 (containers must not be empty), R4 (every container and initContainer has an image) and R5 (a container with the kind's default name, e.g. pytorch, where upstream requires it); also every container needs a unique DNS-1123 name, as pod creation would otherwise fail.",
+	"action": "deny",
+	"params": {},
+}
+
+job := input.job
+
+# Replicas of a known type whose template the JobView could read: structure reports broken
+# templates and coordinator unknown types (a misspelled key is fixed first).
+readable contains r if {
+	some r in job.replicas
+	r.known
+	not template_problem(r)
+}
+
+template_problem(r) if {
+	some p in job.problems
+	startswith(p.path, r.templatePath)
+	not contains(p.path, "/resources/")
+}
+
+containers_path(r) := lib.ptr(r.podSpecPath, "containers")
+
+# R3.
+violation contains {"path": containers_path(r), "msg": msg} if {
+	some r in readable
+	count(r.containers) == 0
+	msg := sprintf("%s pods have no containers; add at least one container with a name and an image%s", [r.type, named_hint])
+}
+
+named_hint := sprintf(" (the one that trains named \"%s\")", [job.defaultContainer]) if job.requiresDefaultContainer
+
+named_hint := "" if not job.requiresDefaultContainer
+
+# R5.
+violation contains {"path": containers_path(r), "msg": msg} if {
+	job.requiresDefaultContainer
+	some r in readable
+	not default_named(r)
+	msg := sprintf("%s pods must have a container named \"%s\": the operator adds the %s environment and port only to that container. Rename the container that runs the training to \"%s\"", [r.type, job.defaultContainer, job.kind, job.defaultContainer])
+}
+
+default_named(r) if {
+	some c in r.containers
+	c.name == job.defaultContainer
+}
+
+all_containers(r) := array.concat(r.initContainers, r.containers)
+
+container_kind(c, r) := "init container" if c in r.initContainers
+
+container_kind(c, r) := "container" if not c in r.initContainers
+
+label(c) := sprintf("\"%s\"", [c.name]) if c.name != ""
+
+label(c) := sprintf("%d", [c.index]) if c.name == ""
+
+# R4, for containers and init containers alike.
+violation contains {"path": lib.ptr(c.path, "image"), "msg": msg} if {
+	some r in readable
+	some c in all_containers(r)
+	c.image == ""
+	msg := sprintf("%s %s of %s pods has no image; set image to the image it runs", [container_kind(c, r), label(c), r.type])
+}
+
+violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
+	some r in readable
+	some c in all_containers(r)
+	c.name == ""
+	msg := sprintf("%s %d of %s pods has no name; Kubernetes needs one to create the pod. Give it a DNS-1123 label such as \"%s\"", [container_kind(c, r), c.index, r.type, name_example])
+}
+
+name_example := job.defaultContainer
+
+name_example := "main" if not job.defaultContainer
+
+violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
+	some r in readable
+	some c in all_containers(r)
+	c.name != ""
+	not valid_name(c.name)
+	msg := sprintf("%s name \"%s\" of %s pods is not a DNS-1123 label, so the pod cannot be created; use lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", [container_kind(c, r), c.name, r.type, lib.max_dns_label_length])
+}
+
+valid_name(n) if {
+	count(n) <= lib.max_dns_label_length
+	regex.match(lib.dns1123_label_pattern, n)
+}
+
+violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
+	some r in readable
+	cs := all_containers(r)
+	some i, c in cs
+	c.name != ""
+	some j, other in cs
+	j < i
+	other.name == c.name
+	msg := sprintf("%s pods have two containers named \"%s\"; container names must be unique within a pod (init containers included). Rename one of them", [r.type, c.name])
+}

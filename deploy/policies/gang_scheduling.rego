@@ -1,0 +1,90 @@
+# A job with more than one pod must be gang-scheduled: either all of its pods start or none
+# do. Without a gang, half a job can be placed while the rest waits forever, holding GPUs.
+package gangplank.policies.gang_scheduling
+
+import rego.v1
+
+import data.gangplank.lib
+
+meta := {
+	"title": "Gang scheduling for multi-pod jobs",
+	"description": "Multi-pod jobs get a gang scheduler and a PodGroup minAvailable; non-gang schedulers, mixed schedulers, impossible minAvailable and unknown queues are refused.",
+	"action": "deny",
+	"params": {
+		# Scheduler set on templates that name none.
+		"scheduler": "volcano",
+		# Scheduler names that provide gang semantics (Volcano, scheduler-plugins coscheduling).
+		"gangSchedulers": ["volcano", "scheduler-plugins-scheduler"],
+		# Queues jobs may name in runPolicy.schedulingPolicy.queue; empty allows any.
+		"allowedQueues": [],
+	},
+}
+
+params := data.params.gang_scheduling
+
+multi_pod if input.job.totalPods > 1
+
+# Kueue admits all pod sets of a workload at once, so a Kueue-queued job is a gang already.
+needs_scheduler if {
+	multi_pod
+	not lib.kueue_managed
+}
+
+scheduling_policy := object.get(lib.run_policy, "schedulingPolicy", {})
+
+min_available_path := "/spec/runPolicy/schedulingPolicy/minAvailable"
+
+# The gang size: every pod, or for an elastic job the pods that must exist for it to start.
+gang_size := n if {
+	min := input.object.spec.elasticPolicy.minReplicas
+	is_number(min)
+	n := min + sum([r.replicas | some r in input.job.replicas; r.role != "worker"])
+} else := input.job.totalPods
+
+mutation contains {"op": "default", "path": lib.ptr(r.podSpecPath, "schedulerName"), "value": params.scheduler} if {
+	needs_scheduler
+	some r in input.job.replicas
+	not r.schedulerName
+}
+
+mutation contains {"op": "default", "path": min_available_path, "value": gang_size} if needs_scheduler
+
+violation contains {"path": lib.ptr(r.podSpecPath, "schedulerName"), "msg": msg} if {
+	needs_scheduler
+	some r in input.job.replicas
+	not r.schedulerName
+	msg := sprintf("%s pods name no scheduler; a %d-pod job needs a gang scheduler (one of %v) or the kueue.x-k8s.io/queue-name label", [r.type, input.job.totalPods, params.gangSchedulers])
+}
+
+violation contains {"path": lib.ptr(r.podSpecPath, "schedulerName"), "msg": msg} if {
+	needs_scheduler
+	some r in input.job.replicas
+	r.schedulerName
+	not r.schedulerName in params.gangSchedulers
+	msg := sprintf("scheduler \"%s\" does not gang-schedule; this %d-pod job could start partly and deadlock. Use one of %v, or queue it with Kueue (label kueue.x-k8s.io/queue-name)", [r.schedulerName, input.job.totalPods, params.gangSchedulers])
+}
+
+violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
+	names := {r.schedulerName | some r in input.job.replicas; r.schedulerName}
+	count(names) > 1
+	msg := sprintf("replica templates name different schedulers %v; one gang needs one scheduler", [sort(names)])
+}
+
+violation contains {"path": min_available_path, "msg": msg} if {
+	min := scheduling_policy.minAvailable
+	min < 1
+	msg := sprintf("minAvailable is %d; it must be at least 1", [min])
+}
+
+violation contains {"path": min_available_path, "msg": msg} if {
+	min := scheduling_policy.minAvailable
+	min > input.job.totalPods
+	msg := sprintf("minAvailable is %d but the job has only %d pods; the gang could never be scheduled", [min, input.job.totalPods])
+}
+
+violation contains {"path": "/spec/runPolicy/schedulingPolicy/queue", "msg": msg} if {
+	count(params.allowedQueues) > 0
+	queue := scheduling_policy.queue
+	not queue in params.allowedQueues
+	msg := sprintf("queue \"%s\" is not one of the allowed queues %v", [queue, params.allowedQueues])
+}

@@ -1,0 +1,74 @@
+# Every image of every replica is pinned by digest.
+#
+# A tag can be re-pushed, so the pods of one job (created minutes or days apart, and
+# re-created on restarts) could run different code. When a resolver has looked the tag up
+# (input.images: reference -> "sha256:..."), the mutation pins the image as
+# <reference>@<digest>, keeping the tag for readers as Kyverno's mutateDigest does;
+# validation then sees a pinned image. Unresolved images are refused with the form to use.
+package gangplank.policies.images
+
+import rego.v1
+
+import data.gangplank.lib
+
+meta := {
+	"title": "Images pinned by digest",
+	"description": "Every container and initContainer image must end in @sha256:<64 hex>. Images the resolver looked up (input.images) are pinned automatically, keeping the tag; exemptImages lists prefixes or globs (\"*\" matches across / and .) that may stay unpinned.",
+	"action": "deny",
+	"params": {
+		# Image prefixes ("registry.example.com/dev/") or globs ("*/busybox:*") never
+		# required to be pinned, and never rewritten.
+		"exemptImages": [],
+	},
+}
+
+params := data.params.images
+
+# [replica, container, what] for every container and init container of every replica.
+images contains [r, c, "container"] if {
+	some r in input.job.replicas
+	some c in r.containers
+}
+
+images contains [r, c, "init container"] if {
+	some r in input.job.replicas
+	some c in r.initContainers
+}
+
+exempt(image) if {
+	some p in params.exemptImages
+	lib.pattern_matches(p, image)
+}
+
+# Images that need a digest. An empty image is the containers policy's to report.
+unpinned contains [r, c, what] if {
+	some [r, c, what] in images
+	c.image != ""
+	not lib.image_pinned(c.image)
+	not exempt(c.image)
+}
+
+# The digest a resolver found for an image written without one.
+resolved(image) := d if {
+	not contains(image, "@")
+	d := input.images[image]
+	lib.is_sha256_digest(d)
+}
+
+mutation contains {"op": "set", "path": concat("", [c.path, "/image"]), "value": pinned} if {
+	some [_, c, _] in unpinned
+	digest := resolved(c.image)
+	pinned := concat("@", [c.image, digest])
+}
+
+violation contains {"path": concat("", [c.path, "/image"]), "msg": msg} if {
+	some [r, c, what] in unpinned
+	not contains(c.image, "@")
+	msg := sprintf("image \"%s\" of %s \"%s\" (%s) is not pinned by digest: a tag can be re-pushed, so the job's pods could run different code. Pin it as %s@sha256:<64 hex digits> (the digest `crane digest %s` prints)", [c.image, what, c.name, r.type, c.image, c.image])
+}
+
+violation contains {"path": concat("", [c.path, "/image"]), "msg": msg} if {
+	some [r, c, what] in unpinned
+	contains(c.image, "@")
+	msg := sprintf("image \"%s\" of %s \"%s\" (%s) has a malformed digest: it must end in @sha256: followed by 64 lowercase hex digits, e.g. <image>:<tag>@sha256:<64 hex digits>", [c.image, what, c.name, r.type])
+}

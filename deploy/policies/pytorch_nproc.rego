@@ -1,0 +1,70 @@
+# Processes per node for PyTorchJob. spec.nprocPerNode feeds torchrun's --nproc-per-node
+# (PET_NPROC_PER_NODE) and WORLD_SIZE; the older spec.elasticPolicy.nProcPerNode is deprecated
+# and, set together with the new field, leaves it undefined which one wins.
+package gangplank.policies.pytorch_nproc
+
+import rego.v1
+
+meta := {
+	"title": "PyTorchJob processes per node",
+	"description": "spec.elasticPolicy.nProcPerNode is deprecated (a warning, as upstream); setting it together with spec.nprocPerNode is refused (upstream Forbidden); spec.nprocPerNode must be auto, cpu, gpu or a positive whole number as a string.",
+	"action": "deny",
+	"params": {},
+}
+
+pytorch if input.job.kind == "PyTorchJob"
+
+legacy_path := "/spec/elasticPolicy/nProcPerNode"
+
+nproc_path := "/spec/nprocPerNode"
+
+legacy := input.object.spec.elasticPolicy.nProcPerNode if {
+	pytorch
+	input.object.spec.elasticPolicy.nProcPerNode != null
+}
+
+nproc := input.object.spec.nprocPerNode if {
+	pytorch
+	input.object.spec.nprocPerNode != null
+}
+
+warning contains {"path": legacy_path, "msg": "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"} if legacy
+
+violation contains {"path": legacy_path, "msg": msg} if {
+	legacy
+	nproc
+	msg := sprintf("must not be used with spec.nprocPerNode (%s); remove spec.elasticPolicy.nProcPerNode, it is deprecated", [shown(nproc)])
+}
+
+violation contains {"path": legacy_path, "msg": msg} if {
+	legacy
+	not whole_positive(legacy)
+	msg := sprintf("nProcPerNode is %s; it must be a whole number of at least 1. Better, remove it and set spec.nprocPerNode (e.g. \"4\")", [shown(legacy)])
+}
+
+whole_positive(n) if {
+	is_number(n)
+	floor(n) == n
+	n >= 1
+}
+
+violation contains {"path": nproc_path, "msg": msg} if {
+	not is_string(nproc)
+	nproc
+	msg := sprintf("nprocPerNode must be a string; write it quoted, e.g. nprocPerNode: \"%v\"", [nproc])
+}
+
+violation contains {"path": nproc_path, "msg": msg} if {
+	is_string(nproc)
+	not nproc in {"auto", "cpu", "gpu"}
+	not regex.match(`^[1-9][0-9]*$`, nproc)
+	msg := sprintf("nprocPerNode \"%s\" is not valid; use \"auto\", \"cpu\", \"gpu\" or a positive whole number of processes per pod as a string, e.g. \"8\"%s", [nproc, case_hint(nproc)])
+}
+
+case_hint(s) := sprintf(" (did you mean \"%s\"?)", [lower(s)]) if lower(s) in {"auto", "cpu", "gpu"}
+
+case_hint(s) := "" if not lower(s) in {"auto", "cpu", "gpu"}
+
+shown(v) := sprintf("\"%s\"", [v]) if is_string(v)
+
+shown(v) := sprintf("%v", [v]) if not is_string(v)
