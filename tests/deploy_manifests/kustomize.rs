@@ -1,0 +1,132 @@
+//! Both variants built with kubectl's built-in kustomize (offline, no cluster): skipped with a
+//! notice when kubectl is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::policies::PolicyFiles;
+use crate::support::*;
+
+/// `kubectl kustomize DIR` as JSON documents, or `None` when kubectl is not installed.
+fn kustomize(dir: &Path) -> Option<Vec<Value>> {
+    let output = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => panic!("kubectl: {e}"),
+    };
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("UTF-8 output");
+    Some(parse_documents(&text, "kubectl kustomize output"))
+}
+
+/// `to` as seen from `from`: kustomize refuses absolute paths to other kustomizations.
+fn relative_path(from: &Path, to: &Path) -> PathBuf {
+    let from = from.canonicalize().expect("canonical overlay dir");
+    let to = to.canonicalize().expect("canonical deploy dir");
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let up = from.components().count() - common;
+    let mut path: PathBuf = std::iter::repeat_n(std::path::Component::ParentDir, up).collect();
+    path.extend(to.components().skip(common));
+    path
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("the build has no {kind} {name}"))
+}
+
+#[test]
+fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
+    let Some(plain) = kustomize(&deploy_dir()) else {
+        println!("skipped: kubectl not on PATH (the kustomize build check needs it; no cluster)");
+        return;
+    };
+    let cluster_scoped = [
+        "Namespace",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ];
+    for object in &plain {
+        if !cluster_scoped.contains(&object["kind"].as_str().unwrap_or_default()) {
+            assert_eq!(
+                object["metadata"]["namespace"], NAMESPACE,
+                "{}",
+                object["kind"]
+            );
+        }
+    }
+    let files = PolicyFiles::read();
+    let keys = |cm: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = cm["data"]
+            .as_object()
+            .expect("ConfigMap data")
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        keys(find(&plain, "ConfigMap", POLICIES_CONFIGMAP)),
+        files.top
+    );
+    if !files.lib.is_empty() {
+        assert_eq!(keys(find(&plain, "ConfigMap", LIB_CONFIGMAP)), files.lib);
+    }
+    let image = find(&plain, "Deployment", "gangplank-webhook")["spec"]["template"]["spec"]
+        ["containers"][0]["image"]
+        .clone();
+    assert_eq!(image, format!("gangplank:{}", env!("CARGO_PKG_VERSION")));
+
+    // The cert-manager variant as certs/README.md tells users to build it: an overlay of
+    // their own that adds the component.
+    let overlay = tempfile::tempdir().expect("temp dir");
+    let deploy = relative_path(overlay.path(), &deploy_dir());
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}]\n",
+            deploy.display(),
+            deploy.join("cert-manager").display()
+        ),
+    )
+    .expect("write overlay");
+    let with_cert_manager = kustomize(overlay.path()).expect("kubectl is installed");
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let configuration = find(&with_cert_manager, kind, "gangplank");
+        assert_eq!(
+            configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            format!("{NAMESPACE}/gangplank-webhook"),
+            "{kind}"
+        );
+        // The patch adds an annotation and leaves the webhooks as they are.
+        assert_eq!(
+            configuration["webhooks"],
+            find(&plain, kind, "gangplank")["webhooks"],
+            "{kind}"
+        );
+    }
+    let certificate = find(&with_cert_manager, "Certificate", "gangplank-webhook");
+    assert_eq!(certificate["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        with_cert_manager.len(),
+        plain.len() + 4,
+        "Issuers and Certificates"
+    );
+}

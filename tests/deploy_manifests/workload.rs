@@ -1,0 +1,198 @@
+//! The server's workload: Deployment, PodDisruptionBudget, Service, ServiceAccount.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+
+use crate::policies::PolicyFiles;
+use crate::support::*;
+
+#[test]
+fn deployment_runs_two_replicas_kept_apart_and_kept_available() {
+    let manifests = Manifests::get();
+    let deployment = manifests.deployment();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0
+    );
+    let selector = &deployment["spec"]["selector"]["matchLabels"];
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    assert!(selects(selector, labels), "selector must match the pods");
+
+    let terms = &manifests.pod()["affinity"]["podAntiAffinity"]
+        ["preferredDuringSchedulingIgnoredDuringExecution"];
+    let term = &terms[0]["podAffinityTerm"];
+    assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
+    assert!(selects(&term["labelSelector"]["matchLabels"], labels));
+
+    let pdb = manifests.one("PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["selector"]["matchLabels"], *selector);
+}
+
+#[test]
+fn deployment_is_hardened_to_the_restricted_pod_security_standard() {
+    let manifests = Manifests::get();
+    let pod = manifests.pod();
+    let pod_security = &pod["securityContext"];
+    assert_eq!(pod_security["runAsNonRoot"], true);
+    assert!(pod_security["runAsUser"].as_u64().is_some_and(|u| u > 0));
+    assert_eq!(pod_security["seccompProfile"]["type"], "RuntimeDefault");
+    for field in ["hostNetwork", "hostPID", "hostIPC"] {
+        assert!(pod.get(field).is_none(), "{field}");
+    }
+    let security = &manifests.container()["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["privileged"], false);
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    assert!(security["capabilities"].get("add").is_none());
+    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+
+    let namespace = manifests.one("Namespace");
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+}
+
+#[test]
+fn deployment_probes_health_and_readiness_over_https_on_8443() {
+    let container = Manifests::get().container();
+    let https = &container["ports"][0];
+    assert_eq!(https["name"], "https");
+    assert_eq!(https["containerPort"], 8443);
+    assert!(arg("addr").ends_with(":8443"), "--addr={}", arg("addr"));
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["path"], path, "{probe}");
+        assert_eq!(get["scheme"], "HTTPS", "{probe}");
+        assert!(
+            get["port"] == "https" || get["port"] == 8443,
+            "{probe} port {}",
+            get["port"]
+        );
+    }
+}
+
+#[test]
+fn deployment_resources_fit_a_64_mib_server() {
+    let resources = &Manifests::get().container()["resources"];
+    let request = bytes(
+        resources["requests"]["memory"]
+            .as_str()
+            .expect("memory request"),
+    );
+    let limit = bytes(
+        resources["limits"]["memory"]
+            .as_str()
+            .expect("memory limit"),
+    );
+    assert_eq!(request, 64 << 20, "request what the server is sized for");
+    assert!(
+        (request..=256 << 20).contains(&limit),
+        "limit {limit} bytes: at least the request, and small enough to catch a leak"
+    );
+    assert!(resources["requests"]["cpu"].is_string());
+    assert!(resources["limits"]["cpu"].is_string());
+}
+
+#[test]
+fn deployment_mounts_the_tls_secret_and_the_policies_where_the_server_reads_them() {
+    let manifests = Manifests::get();
+    let pod = manifests.pod();
+    let mounts: BTreeMap<&str, &Value> = manifests.container()["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .map(|m| (m["name"].as_str().expect("mount name"), m))
+        .collect();
+    for mount in mounts.values() {
+        assert_eq!(mount["readOnly"], true, "{mount}");
+        assert!(
+            mount.get("subPath").is_none(),
+            "subPath mounts never update"
+        );
+    }
+    let volumes: BTreeMap<&str, &Value> = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .map(|v| (v["name"].as_str().expect("volume name"), v))
+        .collect();
+
+    let tls_dir = mounts["tls"]["mountPath"].as_str().expect("tls mountPath");
+    assert_eq!(arg("tls-cert"), format!("{tls_dir}/tls.crt"));
+    assert_eq!(arg("tls-key"), format!("{tls_dir}/tls.key"));
+    assert_eq!(
+        volumes["tls"]["secret"]["secretName"],
+        "gangplank-webhook-tls"
+    );
+
+    assert_eq!(mounts["policies"]["mountPath"], "/etc/gangplank/policies");
+    assert_eq!(arg("policies"), "/etc/gangplank/policies");
+    let sources = volumes["policies"]["projected"]["sources"]
+        .as_array()
+        .expect("the policies volume projects the two ConfigMaps");
+    assert_eq!(sources[0]["configMap"]["name"], POLICIES_CONFIGMAP);
+    assert!(
+        sources[0]["configMap"].get("items").is_none(),
+        "every key of {POLICIES_CONFIGMAP} lands at the top"
+    );
+    assert_eq!(sources[1]["configMap"]["name"], LIB_CONFIGMAP);
+    let items: BTreeSet<(&str, &str)> = sources[1]["configMap"]["items"]
+        .as_array()
+        .expect("lib items")
+        .iter()
+        .map(|i| {
+            (
+                i["key"].as_str().expect("key"),
+                i["path"].as_str().expect("path"),
+            )
+        })
+        .collect();
+    let lib = PolicyFiles::read().lib;
+    let expected: BTreeSet<(String, String)> = lib
+        .iter()
+        .map(|name| (name.clone(), format!("lib/{name}")))
+        .collect();
+    let expected: BTreeSet<(&str, &str)> = expected
+        .iter()
+        .map(|(k, p)| (k.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(
+        items, expected,
+        "deploy/deployment.yaml: the policies volume needs one item per policies/lib file"
+    );
+}
+
+#[test]
+fn service_sends_port_443_to_the_servers_https_port() {
+    let manifests = Manifests::get();
+    let service = manifests.one("Service");
+    let ports = service["spec"]["ports"].as_array().expect("ports");
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0]["port"], 443);
+    assert_eq!(ports[0]["targetPort"], "https");
+    let labels = &manifests.deployment()["spec"]["template"]["metadata"]["labels"];
+    assert!(selects(&service["spec"]["selector"], labels));
+}
+
+#[test]
+fn service_account_holds_no_permissions_and_no_token() {
+    let manifests = Manifests::get();
+    for kind in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] {
+        assert!(
+            manifests.all(kind).is_empty(),
+            "a {kind} in deploy/: the webhook server calls no API (serviceaccount.yaml says \
+             why); give the feature that needs it its own least-privilege Role and update this"
+        );
+    }
+    let account = manifests.one("ServiceAccount");
+    assert_eq!(account["automountServiceAccountToken"], false);
+    let pod = manifests.pod();
+    assert_eq!(pod["serviceAccountName"], account["metadata"]["name"]);
+    assert_eq!(pod["automountServiceAccountToken"], false);
+}
