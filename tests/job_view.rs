@@ -237,3 +237,82 @@ fn generate_name_jobs_get_a_placeholder_name_for_length_checks() {
         Some("sweep-xxxxx-worker-3")
     );
 }
+
+#[test]
+fn mpi_launchers_are_unindexed_and_unset_workers_default_to_zero() {
+    for api in ["kubeflow.org/v1", "kubeflow.org/v2beta1"] {
+        let v = view(
+            api,
+            "MPIJob",
+            json!({"mpiReplicaSpecs": {"Launcher": replica(json!(1), json!([])), "Worker": {"template": {}}}}),
+        );
+        let launcher = v
+            .replicas
+            .iter()
+            .find(|r| r.replica_type == "Launcher")
+            .expect("launcher");
+        assert_eq!(launcher.last_pod_name, "job-launcher", "{api}");
+        let worker = v
+            .replicas
+            .iter()
+            .find(|r| r.replica_type == "Worker")
+            .expect("worker");
+        assert_eq!((worker.replicas, worker.replicas_set), (0, false), "{api}");
+        assert_eq!(v.total_pods, 1, "{api}");
+    }
+}
+
+#[test]
+fn an_empty_restart_policy_means_the_default_and_a_non_string_is_a_problem() {
+    let spec = |policy: Value| json!({"pytorchReplicaSpecs": {"Worker": {"restartPolicy": policy, "template": {}}}});
+    let v = view("kubeflow.org/v1", "PyTorchJob", spec(json!("")));
+    let r = v.replicas.first().expect("replica");
+    assert_eq!(
+        (r.restart_policy.as_str(), r.restart_policy_set),
+        ("OnFailure", false)
+    );
+    let v = view("kubeflow.org/v1", "PyTorchJob", spec(json!(3)));
+    assert_eq!(
+        v.problems.first().map(|p| p.path.as_str()),
+        Some("/spec/pytorchReplicaSpecs/Worker/restartPolicy")
+    );
+}
+
+#[test]
+fn whole_quantities_written_with_a_fraction_count() {
+    let v = view(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        json!({"pytorchReplicaSpecs": {"Worker": replica(json!(1), json!([gpu_container("pytorch", json!("2.0"))]))}}),
+    );
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    assert_eq!(v.replicas.first().map(|r| r.gpus_per_pod), Some(2));
+}
+
+#[test]
+fn long_generate_name_prefixes_are_cut_like_the_apiserver_does() {
+    let kind = lookup("kubeflow.org/v1", "JAXJob").expect("kind");
+    let prefix = "p".repeat(70);
+    let v = JobView::build(
+        kind,
+        &json!({"metadata": {"generateName": prefix}, "spec": {}}),
+    );
+    assert_eq!(v.name.len(), 63);
+}
+
+#[test]
+fn non_string_container_names_and_images_are_problems() {
+    let v = view(
+        "kubeflow.org/v1",
+        "JAXJob",
+        json!({"jaxReplicaSpecs": {"Worker": replica(json!(1), json!([{"name": 1, "image": ["x"]}]))}}),
+    );
+    let paths: Vec<&str> = v.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        vec![
+            "/spec/jaxReplicaSpecs/Worker/template/spec/containers/0/name",
+            "/spec/jaxReplicaSpecs/Worker/template/spec/containers/0/image"
+        ]
+    );
+}

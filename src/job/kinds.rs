@@ -43,6 +43,11 @@ pub struct ReplicaType {
     pub role: Role,
     /// restartPolicy the operator uses when the replica spec sets none.
     pub default_restart_policy: &'static str,
+    /// replicas the operator uses when the replica spec sets none: 1, except MPI workers,
+    /// which both MPI operators default to 0.
+    pub default_replicas: i64,
+    /// Pods of this type are named `<job>-<type>` without an index (the MPI launcher).
+    pub unindexed: bool,
 }
 
 /// Everything gangplank needs to know about one training kind.
@@ -89,8 +94,23 @@ const fn rt(name: &'static str, role: Role, restart: &'static str) -> ReplicaTyp
         name,
         role,
         default_restart_policy: restart,
+        default_replicas: 1,
+        unindexed: false,
     }
 }
+
+/// The MPI launcher: one pod (v1) or one batch Job (v2beta1), named `<job>-launcher`.
+const fn mpi_launcher(restart: &'static str) -> ReplicaType {
+    ReplicaType {
+        unindexed: true,
+        ..rt("Launcher", Role::Launcher, restart)
+    }
+}
+
+const MPI_WORKER: ReplicaType = ReplicaType {
+    default_replicas: 0,
+    ..rt("Worker", Role::Worker, "Never")
+};
 
 /// The supported kinds. PyTorch and Paddle default to OnFailure in upstream code (#2127)
 /// even though the CRD text says Never; we follow the code, which is what runs.
@@ -133,10 +153,7 @@ pub const KINDS: &[KindSpec] = &[
         version: "v1",
         kind: "MPIJob",
         replica_field: "mpiReplicaSpecs",
-        replica_types: &[
-            rt("Launcher", Role::Launcher, "Never"),
-            rt("Worker", Role::Worker, "Never"),
-        ],
+        replica_types: &[mpi_launcher("Never"), MPI_WORKER],
         default_container: Some("mpi"),
         requires_default_container: false,
         port: None,
@@ -148,10 +165,7 @@ pub const KINDS: &[KindSpec] = &[
         version: "v2beta1",
         kind: "MPIJob",
         replica_field: "mpiReplicaSpecs",
-        replica_types: &[
-            rt("Launcher", Role::Launcher, "OnFailure"),
-            rt("Worker", Role::Worker, "Never"),
-        ],
+        replica_types: &[mpi_launcher("OnFailure"), MPI_WORKER],
         default_container: None,
         requires_default_container: false,
         port: None,

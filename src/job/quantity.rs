@@ -84,11 +84,14 @@ pub fn gpu_resources(
     found.into_values().collect()
 }
 
-/// A device count: a JSON integer or a string of digits ("8").
+/// A device count: a whole, non-negative number written as a JSON number or a quantity
+/// string ("8", "1.0"); the apiserver normalises "1.0" to "1".
 fn whole_number(v: &Value) -> Option<i64> {
-    match v {
-        Value::Number(n) => n.as_i64().filter(|n| *n >= 0),
-        Value::String(s) => s.parse::<i64>().ok().filter(|n| *n >= 0),
-        _ => None,
-    }
+    let f = match v {
+        Value::Number(n) => n.as_i64().map_or_else(|| n.as_f64(), |i| Some(i as f64))?,
+        Value::String(s) => s.parse::<f64>().ok()?,
+        _ => return None,
+    };
+    let whole = f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= i64::MAX as f64;
+    whole.then_some(f as i64)
 }

@@ -20,6 +20,8 @@ use crate::pointer;
 
 /// Placeholder for the five random characters the apiserver appends to `generateName`.
 const GENERATED_SUFFIX: &str = "xxxxx";
+/// The apiserver keeps at most 63 - 5 characters of a `generateName` prefix.
+const MAX_GENERATE_NAME_PREFIX: usize = 58;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -188,7 +190,11 @@ fn job_name(meta: Option<&Value>) -> (String, bool) {
     match str_at(meta, "name").filter(|n| !n.is_empty()) {
         Some(n) => (n, false),
         None => match str_at(meta, "generateName") {
-            Some(prefix) => (format!("{prefix}{GENERATED_SUFFIX}"), true),
+            Some(prefix) => {
+                // The apiserver cuts the prefix so that prefix + suffix fits 63 characters.
+                let cut: String = prefix.chars().take(MAX_GENERATE_NAME_PREFIX).collect();
+                (format!("{cut}{GENERATED_SUFFIX}"), true)
+            }
             None => (String::new(), false),
         },
     }
@@ -272,8 +278,11 @@ fn replica(
     job: &str,
     problems: &mut Vec<Problem>,
 ) -> ReplicaView {
-    let (replicas, replicas_set) = replica_count(r.get("replicas"), &path, problems);
-    let restart_declared = r.get("restartPolicy").and_then(Value::as_str);
+    let default_replicas = known.map_or(1, |t| t.default_replicas);
+    let (replicas, replicas_set) =
+        replica_count(r.get("replicas"), default_replicas, &path, problems);
+    let restart_declared =
+        optional_text(r, "restartPolicy", &path, problems).filter(|p| !p.is_empty());
     let template_path = pointer::join(&path, ["template"]);
     let pod_spec_path = pointer::join(&template_path, ["spec"]);
     let template = object_at(r.get("template"), &template_path, problems);
@@ -310,7 +319,30 @@ fn replica(
         containers,
         init_containers,
         default_container_index,
-        last_pod_name: pod_name(job, canonical, (replicas - 1).max(0)),
+        last_pod_name: match known {
+            Some(t) if t.unindexed => format!("{job}-{}", canonical.to_lowercase()),
+            _ => pod_name(job, canonical, (replicas - 1).max(0)),
+        },
+    }
+}
+
+/// A string field that may be absent; any other type is recorded as a problem.
+fn optional_text<'a>(
+    obj: &'a Map<String, Value>,
+    field: &str,
+    path: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<&'a str> {
+    match obj.get(field) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(other) => {
+            problems.push(problem(
+                &pointer::join(path, [field]),
+                format!("must be a string, got {} {other}", type_name(other)),
+            ));
+            None
+        }
     }
 }
 
@@ -322,16 +354,21 @@ fn default_container(containers: &[ContainerView], default_name: Option<&str>) -
         .or_else(|| (!containers.is_empty()).then_some(0))
 }
 
-fn replica_count(v: Option<&Value>, path: &str, problems: &mut Vec<Problem>) -> (i64, bool) {
+fn replica_count(
+    v: Option<&Value>,
+    default: i64,
+    path: &str,
+    problems: &mut Vec<Problem>,
+) -> (i64, bool) {
     match v {
-        None | Some(Value::Null) => (1, false),
-        Some(Value::Number(n)) if n.is_i64() => (n.as_i64().unwrap_or(1), true),
+        None | Some(Value::Null) => (default, false),
+        Some(Value::Number(n)) if n.is_i64() => (n.as_i64().unwrap_or(default), true),
         Some(other) => {
             problems.push(problem(
                 &pointer::join(path, ["replicas"]),
                 format!("must be an integer, got {} {other}", type_name(other)),
             ));
-            (1, false)
+            (default, false)
         }
     }
 }
@@ -389,14 +426,10 @@ fn container(
             .sum()
     };
     ContainerView {
-        name: c
-            .get("name")
-            .and_then(Value::as_str)
+        name: optional_text(c, "name", &path, problems)
             .unwrap_or_default()
             .to_string(),
-        image: c
-            .get("image")
-            .and_then(Value::as_str)
+        image: optional_text(c, "image", &path, problems)
             .unwrap_or_default()
             .to_string(),
         index,
