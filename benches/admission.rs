@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::path::Path;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use gangplank::job::{lookup, JobView};
 use gangplank::policy::PolicySet;
 use gangplank::review::{self, decide, Input};
@@ -53,4 +53,10 @@ fn admission(c: &mut Criterion) {
 }
 
 criterion_group!(benches, admission);
-criterion_main!(benches);
+
+fn main() {
+    // As the binary does: no backtrace capture for regorus's internal errors.
+    gangplank::no_library_backtraces();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

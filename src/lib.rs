@@ -14,3 +14,16 @@ pub mod pointer;
 pub mod policy;
 pub mod review;
 pub mod suite;
+
+/// Turns off backtrace capture for library errors unless the user asked for it explicitly.
+///
+/// regorus creates `anyhow` errors on its hot path (for undefined values) and drops them;
+/// with `RUST_BACKTRACE=1` exported, each one captures a backtrace, which costs about a fifth
+/// of the CPU of an admission request. Panics still print backtraces (`RUST_BACKTRACE`);
+/// only `RUST_LIB_BACKTRACE`, which takes precedence for library errors, is set. Call it
+/// first thing in `main`, before any thread starts.
+pub fn no_library_backtraces() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
+}

@@ -3,6 +3,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    gangplank::no_library_backtraces();
     // One crypto provider for every TLS user in the process, installed before any is built
     // (reference: rust-stack.md §1). Err only means one is installed already.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
