@@ -11,8 +11,10 @@
 //! - Bodies over [`Config::max_body_bytes`] get 413 without being read past the limit.
 //! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
 //!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
-//! - On shutdown the listener closes first (readiness turns false), then connections finish
-//!   their requests in flight, for at most [`SHUTDOWN_GRACE`].
+//! - On shutdown readiness turns false at once; the listener keeps accepting for
+//!   [`Config::shutdown_delay`] (endpoints take a moment to drop a terminating Pod, and with
+//!   `failurePolicy: Fail` a refused connection is a refused admission), then closes, and
+//!   connections finish their requests in flight, for at most [`SHUTDOWN_GRACE`].
 
 #![deny(
     clippy::unwrap_used,
@@ -66,6 +68,9 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// How often the policy directory and certificate files are polled for changes.
     pub reload_interval: Duration,
+    /// After the shutdown signal, how long to keep accepting connections while `/readyz`
+    /// already fails, so that endpoints stop routing here before the listener closes.
+    pub shutdown_delay: Duration,
 }
 
 /// State shared by the routes.
@@ -238,6 +243,7 @@ pub struct Server {
     cert: Arc<ServingCert>,
     metrics: Arc<Metrics>,
     reload_interval: Duration,
+    shutdown_delay: Duration,
 }
 
 impl Server {
@@ -265,6 +271,7 @@ impl Server {
             cert,
             metrics,
             reload_interval: config.reload_interval,
+            shutdown_delay: config.shutdown_delay,
         })
     }
 
@@ -272,8 +279,9 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown` resolves, then drains connections (at most
-    /// [`SHUTDOWN_GRACE`]). Also runs the policy and certificate reload tasks.
+    /// Serves until `shutdown` resolves (plus [`Config::shutdown_delay`]), then drains
+    /// connections (at most [`SHUTDOWN_GRACE`]). Also runs the policy and certificate
+    /// reload tasks.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
         let Server {
             listener,
@@ -283,6 +291,7 @@ impl Server {
             cert,
             metrics,
             reload_interval,
+            shutdown_delay,
         } = self;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -314,7 +323,22 @@ impl Server {
         shared.set_serving(true);
         info!(addr = ?addr, "serving admission webhooks over HTTPS");
 
-        tokio::pin!(shutdown);
+        // Resolves `shutdown_delay` after `shutdown`, with readiness already failing.
+        let stop_accepting = {
+            let shared = shared.clone();
+            async move {
+                shutdown.await;
+                shared.set_serving(false);
+                if !shutdown_delay.is_zero() {
+                    info!(
+                        delay_ms = shutdown_delay.as_millis() as u64,
+                        "shutdown requested: not ready; still serving while endpoints drop this replica"
+                    );
+                    tokio::time::sleep(shutdown_delay).await;
+                }
+            }
+        };
+        tokio::pin!(stop_accepting);
         loop {
             let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -326,7 +350,7 @@ impl Server {
                         continue;
                     }
                 },
-                () = &mut shutdown => break,
+                () = &mut stop_accepting => break,
             };
             let _ = stream.set_nodelay(true);
             let (acceptor, service, builder) = (acceptor.clone(), service.clone(), builder.clone());

@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// How often the policy directory and certificate files are checked for changes.
     #[arg(long, default_value = "500ms", value_parser = parse_duration, env = "GANGPLANK_RELOAD_INTERVAL")]
     pub reload_interval: Duration,
+    /// After SIGTERM, how long to keep serving with /readyz failing before closing the
+    /// listener, so that the Service stops routing here first; 5s suits a Deployment.
+    #[arg(long, default_value = "0s", value_parser = parse_duration, env = "GANGPLANK_SHUTDOWN_DELAY")]
+    pub shutdown_delay: Duration,
     /// Async worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0, env = "GANGPLANK_WORKER_THREADS")]
     pub worker_threads: usize,
@@ -92,6 +96,7 @@ impl ServeArgs {
             max_evaluations,
             max_body_bytes,
             reload_interval,
+            shutdown_delay,
             worker_threads: _,
         } = self;
         if eval_timeout >= WEBHOOK_TIMEOUT {
@@ -146,6 +151,7 @@ impl ServeArgs {
             },
             max_body_bytes,
             reload_interval,
+            shutdown_delay,
         };
         let server = match Server::bind(config, Arc::new(store), cert, metrics).await {
             Ok(server) => server,

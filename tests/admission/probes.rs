@@ -12,7 +12,7 @@ use gangplank::admission::{Config, Metrics, PolicyStore, ServingCert};
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::support::{create, example, repo, TestServer};
+use crate::support::{create, example, repo, wait_until, Options, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_and_readyz_report_policies_and_tls() {
@@ -47,6 +47,7 @@ async fn readyz_is_not_ready_until_tls_serves() {
         },
         max_body_bytes: 1024,
         reload_interval: Duration::from_secs(1),
+        shutdown_delay: Duration::ZERO,
     };
     let shared = Shared::new(&config, store, cert, Arc::new(Metrics::new()));
     let readyz = || {
@@ -103,4 +104,26 @@ async fn metrics_count_requests_violations_and_latency() {
     ] {
         assert!(text.contains(needle), "missing {needle} in\n{text}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_shutdown_readyz_fails_at_once_while_reviews_are_still_answered_for_the_delay() {
+    let mut server = TestServer::with(Options {
+        shutdown_delay: Duration::from_secs(4),
+        ..Options::default()
+    })
+    .await;
+    server.begin_shutdown();
+    wait_until("readyz fails", Duration::from_secs(2), || async {
+        server.get_text("/readyz").await.0 == 503
+    })
+    .await;
+    let response = server
+        .admit(
+            "/mutate",
+            &create("draining", &example("pytorchjob-gpu.yaml")),
+        )
+        .await;
+    assert_eq!(response["allowed"], true);
+    server.stop().await;
 }

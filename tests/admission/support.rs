@@ -50,6 +50,7 @@ pub struct Options {
     pub policies: PathBuf,
     pub eval_timeout: Duration,
     pub max_evaluations: usize,
+    pub shutdown_delay: Duration,
 }
 
 impl Default for Options {
@@ -58,6 +59,7 @@ impl Default for Options {
             policies: repo().join("policies"),
             eval_timeout: Duration::from_secs(2),
             max_evaluations: 2,
+            shutdown_delay: Duration::ZERO,
         }
     }
 }
@@ -117,6 +119,7 @@ impl TestServer {
             },
             max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
             reload_interval: Duration::from_millis(100),
+            shutdown_delay: opts.shutdown_delay,
         };
         let server = Server::bind(config, store, cert, metrics.clone())
             .await
@@ -223,10 +226,16 @@ impl TestServer {
         info.peer_certificate().expect("peer certificate").to_vec()
     }
 
-    pub async fn stop(mut self) {
+    /// Sends the shutdown signal without waiting for the server to finish.
+    pub fn begin_shutdown(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+
+    /// Shuts down and waits until the server has drained and returned.
+    pub async fn stop(mut self) {
+        self.begin_shutdown();
         if let Some(task) = self.task.take() {
             task.await.expect("server task");
         }
