@@ -205,3 +205,47 @@ fn serve_refuses_to_start_on_a_broken_policy_directory() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot load policies"), "{stderr}");
 }
+
+#[test]
+fn bench_spawns_a_server_and_reports_every_level_without_errors() {
+    let out = gangplank()
+        .args([
+            "bench",
+            "--concurrency",
+            "1,3",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+        ])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("reviews/s"), "{stdout}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("reviews/s"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for row in rows {
+        assert!(
+            row.get(1)
+                .and_then(|r| r.parse::<f64>().ok())
+                .is_some_and(|r| r > 0.0),
+            "{row:?}"
+        );
+        assert_eq!(row.get(5), Some(&"0"), "no errors: {row:?}");
+        assert!(
+            row.get(6)
+                .and_then(|r| r.parse::<f64>().ok())
+                .is_some_and(|mib| mib > 1.0),
+            "server RSS read: {row:?}"
+        );
+    }
+}
