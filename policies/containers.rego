@@ -16,19 +16,30 @@ meta := {
 
 job := input.job
 
+# Longest DNS-1123 label (container names).
+max_name_length := 63
+
 # Replicas of a known type whose template the JobView could read: structure reports broken
-# templates and coordinator unknown types (a misspelled key is fixed first).
-readable contains r if {
+# templates and coordinator unknown types (a misspelled key is fixed first). A list: a set
+# would compare whole replica objects.
+readable := [r |
 	some r in job.replicas
 	r.known
 	not template_problem(r)
-}
+]
 
 template_problem(r) if {
 	some p in job.problems
 	startswith(p.path, r.templatePath)
 	not contains(p.path, "/resources/")
 }
+
+# [replica, container, what] for the init containers and containers of every readable
+# replica, in pod order.
+pod_containers := array.concat(
+	[[r, c, "init container"] | some r in readable; some c in r.initContainers],
+	[[r, c, "container"] | some r in readable; some c in r.containers],
+)
 
 containers_path(r) := lib.ptr(r.podSpecPath, "containers")
 
@@ -56,51 +67,46 @@ default_named(r) if {
 	c.name == job.defaultContainer
 }
 
-all_containers(r) := array.concat(r.initContainers, r.containers)
-
-container_kind(c, r) := "init container" if c in r.initContainers
-
-container_kind(c, r) := "container" if not c in r.initContainers
-
 label(c) := sprintf("\"%s\"", [c.name]) if c.name != ""
 
 label(c) := sprintf("%d", [c.index]) if c.name == ""
 
 # R4, for containers and init containers alike.
 violation contains {"path": lib.ptr(c.path, "image"), "msg": msg} if {
-	some r in readable
-	some c in all_containers(r)
+	some [r, c, what] in pod_containers
 	c.image == ""
-	msg := sprintf("%s %s of %s pods has no image; set image to the image it runs", [container_kind(c, r), label(c), r.type])
+	msg := sprintf("%s %s of %s pods has no image; set image to the image it runs", [what, label(c), r.type])
 }
 
 violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
-	some r in readable
-	some c in all_containers(r)
+	some [r, c, what] in pod_containers
 	c.name == ""
-	msg := sprintf("%s %d of %s pods has no name; Kubernetes needs one to create the pod. Give it a DNS-1123 label such as \"%s\"", [container_kind(c, r), c.index, r.type, name_example])
+	msg := sprintf("%s %d of %s pods has no name; Kubernetes needs one to create the pod. Give it a DNS-1123 label such as \"%s\"", [what, c.index, r.type, name_example])
 }
 
 name_example := job.defaultContainer
 
 name_example := "main" if not job.defaultContainer
 
-violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
-	some r in readable
-	some c in all_containers(r)
-	c.name != ""
-	not valid_name(c.name)
-	msg := sprintf("%s name \"%s\" of %s pods is not a DNS-1123 label, so the pod cannot be created; use lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", [container_kind(c, r), c.name, r.type, lib.max_dns_label_length])
-}
-
-valid_name(n) if {
-	count(n) <= lib.max_dns_label_length
-	regex.match(lib.dns1123_label_pattern, n)
+# Container names that are not DNS-1123 labels, each name checked once however many
+# replicas repeat it.
+invalid_names := {n |
+	some n in {c.name | some [_, c, _] in pod_containers}
+	n != ""
+	not lib.dns1123_label(n)
 }
 
 violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
+	count(invalid_names) > 0
+	some [r, c, what] in pod_containers
+	c.name in invalid_names
+	msg := sprintf("%s name \"%s\" of %s pods is not a DNS-1123 label, so the pod cannot be created; use lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", [what, c.name, r.type, max_name_length])
+}
+
+violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
 	some r in readable
-	cs := all_containers(r)
+	cs := array.concat(r.initContainers, r.containers)
+	count(cs) > 1
 	some i, c in cs
 	c.name != ""
 	some j, other in cs

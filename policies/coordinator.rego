@@ -16,12 +16,18 @@ meta := {
 
 job := input.job
 
-kind := lib.job_kind_label
+kind := lib.job_kind_label(job)
+
+mpi_v2 if lib.mpi_v2beta1(job)
 
 # "a PyTorchJob", "an MPIJob", "an XGBoostJob".
-a_kind := concat(" ", ["an", kind]) if regex.match(`^(MPI|XGB)`, kind)
+a_kind := concat(" ", [article, kind])
 
-a_kind := concat(" ", ["a", kind]) if not regex.match(`^(MPI|XGB)`, kind)
+article := "an" if {
+	startswith(kind, "MPI")
+} else := "an" if {
+	startswith(kind, "XGB")
+} else := "a"
 
 pytorch_elastic if {
 	job.kind == "PyTorchJob"
@@ -30,7 +36,7 @@ pytorch_elastic if {
 
 # mpi-operator: with runLauncherAsWorker the launcher also runs ranks, so zero workers is valid.
 launcher_runs_ranks if {
-	lib.mpi_v2beta1
+	mpi_v2
 	input.object.spec.runLauncherAsWorker == true
 }
 
@@ -71,13 +77,24 @@ violation contains {"path": r.path, "msg": msg} if {
 }
 
 violation contains {"path": lib.ptr(job.replicaSpecsPath, t), "msg": missing_msg[t]} if {
-	lib.replica_spec_map
 	some t in required
-	not t in lib.declared_replica_types
+	not has_type(t)
+	lib.replica_specs(input.object, job)
+	not t in lib.declared_replica_types(input.object, job)
 }
 
+# A readable replica spec of type t (the cheap test; declared_replica_types also sees keys
+# whose spec is null or malformed).
+has_type(t) if {
+	some r in job.replicas
+	r.type == t
+}
+
+# No replica specs at all; an empty replica list is the cheap first test (null and malformed
+# specs are structure's to report).
 violation contains {"path": job.replicaSpecsPath, "msg": msg} if {
-	count(lib.replica_spec_map) == 0
+	count(job.replicas) == 0
+	count(lib.replica_specs(input.object, job)) == 0
 	count(required) == 0
 	msg := sprintf("the job has no replica specs, so it would never run a pod; add at least one of %s", [concat(", ", job.allowedTypes)])
 }
@@ -125,11 +142,11 @@ zero_allowed(r) if {
 	r.replicas == 0
 }
 
-zero_reason := "the mpi-operator rejects it unless spec.runLauncherAsWorker is true" if lib.mpi_v2beta1
+zero_reason := "the mpi-operator rejects it unless spec.runLauncherAsWorker is true" if mpi_v2
 
 zero_reason := "an MPIJob with no workers has no hosts to run on" if {
 	job.kind == "MPIJob"
-	not lib.mpi_v2beta1
+	not mpi_v2
 }
 
 zero_reason := "with 0 the training operator keeps creating and deleting a pod, upstream #1709" if job.kind != "MPIJob"
@@ -139,7 +156,8 @@ violation contains {"path": lib.ptr(r.path, "replicas"), "msg": msg} if {
 	job.kind == "MPIJob"
 	some r in job.replicas
 	r.type == "Worker"
-	lib.replica_field_of(r, "replicas") == null
+	not r.replicasSet
+	object.get(lib.replica_spec_of(r), "replicas", null) == null
 	msg := sprintf("Worker replicas is not set; the MPI operator defaults it to 0 (no worker pods), not 1. Set replicas to the number of worker pods%s", [zero_workers_hint])
 }
 

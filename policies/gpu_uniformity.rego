@@ -26,7 +26,7 @@ params := data.params.gpu_uniformity
 # GPU replicas in the order the manifest lists them.
 compared := [r |
 	some r in input.job.replicas
-	lib.devices_per_pod(r) > 0
+	lib.uses_gpus(r)
 	not ignored(r)
 ]
 

@@ -24,28 +24,29 @@ meta := {
 
 params := data.params.images
 
-# [replica, container, what] for every container and init container of every replica.
-images contains [r, c, "container"] if {
-	some r in input.job.replicas
-	some c in r.containers
-}
-
-images contains [r, c, "init container"] if {
-	some r in input.job.replicas
-	some c in r.initContainers
-}
+# [replica, container, what] for every container and init container of every replica. A list:
+# a set would compare whole replica and container objects on every insert.
+images := array.concat(
+	[[r, c, "container"] | some r in input.job.replicas; some c in r.containers],
+	[[r, c, "init container"] | some r in input.job.replicas; some c in r.initContainers],
+)
 
 exempt(image) if {
 	some p in params.exemptImages
 	lib.pattern_matches(p, image)
 }
 
-# Images that need a digest. An empty image is the containers policy's to report.
-unpinned contains [r, c, what] if {
-	some [r, c, what] in images
-	c.image != ""
-	not lib.image_pinned(c.image)
-	not exempt(c.image)
+# Images that need a digest, each checked once however many containers run it. An empty
+# image is the containers policy's to report.
+unpinned_images := {image |
+	some image in {c.image | some [_, c, _] in images}
+	image != ""
+	not lib.image_pinned(image)
+	not exempt(image)
+}
+
+unpinned := [[r, c, what] | some [r, c, what] in images; c.image in unpinned_images] if {
+	count(unpinned_images) > 0
 }
 
 # The digest a resolver found for an image written without one.

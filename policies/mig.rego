@@ -69,18 +69,24 @@ profile(r) := q if {
 	not q.profile in {"", "none"}
 }
 
-# [replica, container, raw container, what] for containers and init containers.
-containers contains [r, c, raw, "container"] if {
-	some r in input.job.replicas
-	some c in r.containers
-	raw := lib.raw_container(r, c)
-}
+# [container, what] for the containers and init containers of replica r.
+pod_containers(r) := array.concat(
+	[[c, "container"] | some c in r.containers],
+	[[c, "init container"] | some c in r.initContainers],
+)
 
-containers contains [r, c, raw, "init container"] if {
+# The container or init container c as written.
+raw_container(r, c, "container") := lib.raw_container(r, c)
+
+raw_container(r, c, "init container") := lib.raw_init_container(r, c)
+
+# [replica, container, what, resource] for every GPU-like resource of every container. A
+# list: a set would compare whole replica and container objects on every insert.
+gpu_resources := [[r, c, what, g] |
 	some r in input.job.replicas
-	some c in r.initContainers
-	raw := lib.raw_init_container(r, c)
-}
+	some [c, what] in pod_containers(r)
+	some g in c.gpuResources
+]
 
 # JobView leaves an unset side null.
 request_of(g) := object.get(g, "request", null)
@@ -95,14 +101,15 @@ resource_path(c, g) := lib.ptrs(c.path, ["resources", "requests", g.name]) if li
 # --- mutation -----------------------------------------------------------------------------
 
 mutation contains intent if {
-	some [r, c, raw, _] in containers
+	some r in input.job.replicas
 	q := profile(r)
 	q.profile in known_profiles
+	some [c, what] in pod_containers(r)
 	some g in c.gpuResources
 	g.name == whole_gpu
 	request_of(g) in {null, 1}
 	limit_of(g) in {null, 1}
-	resources := raw.resources
+	resources := raw_container(r, c, what).resources
 	is_object(resources)
 	some side in ["requests", "limits"]
 	value := resources[side][whole_gpu]
@@ -123,32 +130,33 @@ violation contains {"path": q.path, "msg": msg} if {
 }
 
 violation contains {"path": "", "msg": msg} if {
-	some r in lib.gpu_replicas
+	some r in input.job.replicas
 	q := profile(r)
 	q.from == "default"
+	lib.uses_gpus(r)
 	not q.profile in known_profiles
 	msg := sprintf("the cluster's default MIG profile \"%s\" (mig parameter defaultProfile) is not a known profile; ask the platform team to fix it, or annotate the templates with %s: none to use whole GPUs", [q.profile, annotation])
 }
 
 violation contains {"path": resource_path(c, g), "msg": msg} if {
-	some [r, c, _, what] in containers
-	some g in c.gpuResources
+	some [r, c, what, g] in gpu_resources
 	startswith(g.name, "nvidia.com/mig-")
 	not g.name in known_resources
 	msg := sprintf("%s in %s \"%s\" (%s) is not the resource of any known MIG profile, so no node offers it and the pod would stay Pending. Use nvidia.com/mig-<profile> (\"+\" written as \".\") with one of: %s", [g.name, what, c.name, r.type, known_list])
 }
 
 violation contains {"path": concat("", [c.path, "/resources"]), "msg": msg} if {
-	some [r, c, _, what] in containers
+	some [r, c, what, _] in gpu_resources
 	slices := c.migSlices
 	slices > 1
 	msg := sprintf("%s \"%s\" (%s) asks for %v MIG slices; MIG slices have no NVLink/P2P or CUDA IPC between them, so NCCL across them falls back to shared memory or the network. Ask for one slice per container (nvidia.com/mig-<profile>: 1), or for whole GPUs", [what, c.name, r.type, slices])
 }
 
 violation contains {"path": resource_path(c, g), "msg": msg} if {
-	some [r, c, _, what] in containers
+	some r in input.job.replicas
 	q := profile(r)
 	q.profile in known_profiles
+	some [c, what] in pod_containers(r)
 	some g in c.gpuResources
 	g.name == whole_gpu
 	n := count_of(g)
@@ -157,20 +165,21 @@ violation contains {"path": resource_path(c, g), "msg": msg} if {
 }
 
 violation contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
-	some [r, c, _, what] in containers
-	some g in c.gpuResources
-	request_of(g) != null
-	limit_of(g) != null
-	request_of(g) != limit_of(g)
-	msg := sprintf("%s request %v differs from its limit %v in %s \"%s\" (%s); extended resources cannot be overcommitted, so the request must equal the limit. Set both to the same count (or give only the limit: it is copied into the request)", [g.name, request_of(g), limit_of(g), what, c.name, r.type])
+	some [r, c, what, g] in gpu_resources
+	request := request_of(g)
+	request != null
+	limit := limit_of(g)
+	limit != null
+	request != limit
+	msg := sprintf("%s request %v differs from its limit %v in %s \"%s\" (%s); extended resources cannot be overcommitted, so the request must equal the limit. Set both to the same count (or give only the limit: it is copied into the request)", [g.name, request, limit, what, c.name, r.type])
 }
 
 violation contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
-	some [r, c, _, what] in containers
-	some g in c.gpuResources
-	request_of(g) != null
+	some [r, c, what, g] in gpu_resources
+	request := request_of(g)
+	request != null
 	limit_of(g) == null
-	msg := sprintf("%s is requested (%v) without a limit in %s \"%s\" (%s); extended resources need a limit equal to the request. Add limits.%s: %v (or move it from requests to limits)", [g.name, request_of(g), what, c.name, r.type, g.name, request_of(g)])
+	msg := sprintf("%s is requested (%v) without a limit in %s \"%s\" (%s); extended resources need a limit equal to the request. Add limits.%s: %v (or move it from requests to limits)", [g.name, request, what, c.name, r.type, g.name, request])
 }
 
 # What the container gets: the limit, else the request.

@@ -15,7 +15,7 @@ meta := {
 }
 
 spec := input.object.spec if {
-	lib.mpi_v2beta1
+	lib.mpi_v2beta1(input.job)
 	is_object(input.object.spec)
 }
 

@@ -29,9 +29,17 @@ meta := {
 
 params := data.params.rendezvous_env
 
+# ownedEnv read once per evaluation: a name is owned when it is listed, or matches one of its
+# globs (testing each pattern for glob characters once, not once per variable).
+owned_names := {p | some p in params.ownedEnv; is_string(p)}
+
+owned_globs := [p | some p in owned_names; lib.is_glob(p)]
+
+owned(name) if name in owned_names
+
 owned(name) if {
-	some p in params.ownedEnv
-	lib.name_matches(p, name)
+	some p in owned_globs
+	glob.match(p, null, name)
 }
 
 usable(e) if {
@@ -61,6 +69,7 @@ mutation contains {"op": "merge", "path": concat("", [c.path, "/env"]), "value":
 violation contains {"path": sprintf("%s/env/%d", [c.path, i]), "msg": msg} if {
 	some r in input.job.replicas
 	some c in r.containers
+	sets_owned(c)
 	env := lib.raw_container(r, c).env
 	is_array(env)
 	some i, e in env
@@ -69,4 +78,10 @@ violation contains {"path": sprintf("%s/env/%d", [c.path, i]), "msg": msg} if {
 	is_string(name)
 	owned(name)
 	msg := sprintf("%s is one of the variables the training operator sets from the replica specs (ownedEnv) and appends to the containers it starts; the copy set by hand in container \"%s\" (%s) is a duplicate, and one of the two is silently ignored. Remove it; to change the rendezvous, change the replica specs, elasticPolicy or nprocPerNode", [name, c.name, r.type])
+}
+
+# The cheap first test: whether the JobView's env names of container c include an owned one.
+sets_owned(c) if {
+	some name in c.envNames
+	owned(name)
 }

@@ -94,20 +94,20 @@ violation contains {"path": run_policy_path, "msg": msg} if {
 	rp := object.get(input.object.spec, "runPolicy", null)
 	rp != null
 	not is_object(rp)
-	msg := sprintf("runPolicy must be an object (cleanPodPolicy, backoffLimit, ttlSecondsAfterFinished, ...), got %s; write it as a map or remove it", [lib.shown_value(rp)])
+	msg := sprintf("runPolicy must be an object (cleanPodPolicy, backoffLimit, ttlSecondsAfterFinished, ...), got %s; write it as a map or remove it", [lib.shown(rp)])
 }
 
 violation contains {"path": lib.ptr(run_policy_path, "cleanPodPolicy"), "msg": msg} if {
 	v := run_policy.cleanPodPolicy
 	v != null
 	not v in clean_pod_policies
-	msg := sprintf("cleanPodPolicy %s is not one of None, Running, All; use Running to delete the pods still running when the job finishes (None leaves them holding their GPUs)", [lib.shown_value(v)])
+	msg := sprintf("cleanPodPolicy %s is not one of None, Running, All; use Running to delete the pods still running when the job finishes (None leaves them holding their GPUs)", [lib.shown(v)])
 }
 
 violation contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	v := legacy_clean_pod_policy
 	not v in clean_pod_policies
-	msg := sprintf("the legacy spec.cleanPodPolicy %s is not one of None, Running, All; remove it and set spec.runPolicy.cleanPodPolicy instead (e.g. Running)", [lib.shown_value(v)])
+	msg := sprintf("the legacy spec.cleanPodPolicy %s is not one of None, Running, All; remove it and set spec.runPolicy.cleanPodPolicy instead (e.g. Running)", [lib.shown(v)])
 }
 
 warning contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
@@ -115,7 +115,7 @@ warning contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	current := run_policy.cleanPodPolicy
 	current != null
 	legacy != current
-	msg := sprintf("the legacy spec.cleanPodPolicy %s is ignored: the operator uses spec.runPolicy.cleanPodPolicy %s and overwrites the legacy field with it; remove spec.cleanPodPolicy", [lib.shown_value(legacy), lib.shown_value(current)])
+	msg := sprintf("the legacy spec.cleanPodPolicy %s is ignored: the operator uses spec.runPolicy.cleanPodPolicy %s and overwrites the legacy field with it; remove spec.cleanPodPolicy", [lib.shown(legacy), lib.shown(current)])
 }
 
 violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
@@ -123,7 +123,7 @@ violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
 	v := run_policy[field]
 	v != null
 	not is_whole(v)
-	msg := sprintf("%s must be a whole number of %s, got %s", [field, unit[field], lib.shown_value(v)])
+	msg := sprintf("%s must be a whole number of %s, got %s", [field, unit[field], lib.shown(v)])
 }
 
 violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
