@@ -69,10 +69,21 @@ profile(r) := q if {
 	not q.profile in {"", "none"}
 }
 
-# [container, what] for the containers and init containers of replica r.
-pod_containers(r) := array.concat(
-	[[c, "container"] | some c in r.containers],
-	[[c, "init container"] | some c in r.initContainers],
+# The cheap first test of every profile rule: some template has the annotation, or there is
+# a default profile. Without it, known_profiles (the whole table) is never built.
+profiles_requested if {
+	some r in input.job.replicas
+	r.annotations[annotation]
+}
+
+profiles_requested if params.defaultProfile != ""
+
+# [replica, container, what, resource] for every GPU-like resource (JobView gpuResources,
+# request and limit null when unset) of every container and init container. A list: a set
+# would compare whole replica and container objects on every insert.
+gpu_resources := array.concat(
+	[[r, c, "container", g] | some r in input.job.replicas; some c in r.containers; some g in c.gpuResources],
+	[[r, c, "init container", g] | some r in input.job.replicas; some c in r.initContainers; some g in c.gpuResources],
 )
 
 # The container or init container c as written.
@@ -80,35 +91,26 @@ raw_container(r, c, "container") := lib.raw_container(r, c)
 
 raw_container(r, c, "init container") := lib.raw_init_container(r, c)
 
-# [replica, container, what, resource] for every GPU-like resource of every container. A
-# list: a set would compare whole replica and container objects on every insert.
-gpu_resources := [[r, c, what, g] |
-	some r in input.job.replicas
-	some [c, what] in pod_containers(r)
-	some g in c.gpuResources
-]
-
-# JobView leaves an unset side null.
-request_of(g) := object.get(g, "request", null)
-
-limit_of(g) := object.get(g, "limit", null)
-
 # Where a resource is written: the limit when there is one, else the request.
-resource_path(c, g) := lib.ptrs(c.path, ["resources", "limits", g.name]) if limit_of(g) != null
+resource_path(c, g) := lib.ptrs(c.path, ["resources", "limits", g.name]) if g.limit != null
 
-resource_path(c, g) := lib.ptrs(c.path, ["resources", "requests", g.name]) if limit_of(g) == null
+resource_path(c, g) := lib.ptrs(c.path, ["resources", "requests", g.name]) if g.limit == null
+
+# What the container gets: the limit, else the request.
+count_of(g) := g.limit if g.limit != null
+
+count_of(g) := g.request if g.limit == null
 
 # --- mutation -----------------------------------------------------------------------------
 
 mutation contains intent if {
-	some r in input.job.replicas
+	profiles_requested
+	some [r, c, what, g] in gpu_resources
+	g.name == whole_gpu
 	q := profile(r)
 	q.profile in known_profiles
-	some [c, what] in pod_containers(r)
-	some g in c.gpuResources
-	g.name == whole_gpu
-	request_of(g) in {null, 1}
-	limit_of(g) in {null, 1}
+	g.request in {null, 1}
+	g.limit in {null, 1}
 	resources := raw_container(r, c, what).resources
 	is_object(resources)
 	some side in ["requests", "limits"]
@@ -122,6 +124,7 @@ mutation contains intent if {
 # --- validation ---------------------------------------------------------------------------
 
 violation contains {"path": q.path, "msg": msg} if {
+	profiles_requested
 	some r in input.job.replicas
 	q := profile(r)
 	q.from == "annotation"
@@ -130,6 +133,7 @@ violation contains {"path": q.path, "msg": msg} if {
 }
 
 violation contains {"path": "", "msg": msg} if {
+	profiles_requested
 	some r in input.job.replicas
 	q := profile(r)
 	q.from == "default"
@@ -147,42 +151,34 @@ violation contains {"path": resource_path(c, g), "msg": msg} if {
 
 violation contains {"path": concat("", [c.path, "/resources"]), "msg": msg} if {
 	some [r, c, what, _] in gpu_resources
-	slices := c.migSlices
-	slices > 1
-	msg := sprintf("%s \"%s\" (%s) asks for %v MIG slices; MIG slices have no NVLink/P2P or CUDA IPC between them, so NCCL across them falls back to shared memory or the network. Ask for one slice per container (nvidia.com/mig-<profile>: 1), or for whole GPUs", [what, c.name, r.type, slices])
+	c.migSlices > 1
+	msg := sprintf("%s \"%s\" (%s) asks for %v MIG slices; MIG slices have no NVLink/P2P or CUDA IPC between them, so NCCL across them falls back to shared memory or the network. Ask for one slice per container (nvidia.com/mig-<profile>: 1), or for whole GPUs", [what, c.name, r.type, c.migSlices])
 }
 
 violation contains {"path": resource_path(c, g), "msg": msg} if {
-	some r in input.job.replicas
-	q := profile(r)
-	q.profile in known_profiles
-	some [c, what] in pod_containers(r)
-	some g in c.gpuResources
+	profiles_requested
+	some [r, c, what, g] in gpu_resources
 	g.name == whole_gpu
 	n := count_of(g)
 	n > 1
+	q := profile(r)
+	q.profile in known_profiles
 	msg := sprintf("%s \"%s\" (%s) asks for %v GPUs, but %s runs on MIG slices of profile %s and only single-GPU containers are translated: MIG slices have no NVLink/P2P, so a multi-GPU container cannot use them well. Ask for nvidia.com/gpu: 1, or set the template annotation %s: none to keep whole GPUs", [what, c.name, r.type, n, r.type, q.profile, annotation])
 }
 
+# Extended resources: request == limit. One pass for both findings (the request differs
+# from the limit, or has none).
 violation contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
 	some [r, c, what, g] in gpu_resources
-	request := request_of(g)
-	request != null
-	limit := limit_of(g)
-	limit != null
-	request != limit
-	msg := sprintf("%s request %v differs from its limit %v in %s \"%s\" (%s); extended resources cannot be overcommitted, so the request must equal the limit. Set both to the same count (or give only the limit: it is copied into the request)", [g.name, request, limit, what, c.name, r.type])
+	g.request != null
+	g.request != g.limit
+	msg := request_limit_msg(g, sprintf("%s \"%s\" (%s)", [what, c.name, r.type]))
 }
 
-violation contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
-	some [r, c, what, g] in gpu_resources
-	request := request_of(g)
-	request != null
-	limit_of(g) == null
-	msg := sprintf("%s is requested (%v) without a limit in %s \"%s\" (%s); extended resources need a limit equal to the request. Add limits.%s: %v (or move it from requests to limits)", [g.name, request, what, c.name, r.type, g.name, request])
+request_limit_msg(g, where) := sprintf("%s request %v differs from its limit %v in %s; extended resources cannot be overcommitted, so the request must equal the limit. Set both to the same count (or give only the limit: it is copied into the request)", [g.name, g.request, g.limit, where]) if {
+	g.limit != null
 }
 
-# What the container gets: the limit, else the request.
-count_of(g) := limit_of(g) if limit_of(g) != null
-
-count_of(g) := request_of(g) if limit_of(g) == null
+request_limit_msg(g, where) := sprintf("%s is requested (%v) without a limit in %s; extended resources need a limit equal to the request. Add limits.%s: %v (or move it from requests to limits)", [g.name, g.request, where, g.name, g.request]) if {
+	g.limit == null
+}

@@ -50,10 +50,10 @@ violation contains {"path": concat("/", ["/spec", field]), "msg": msg} if {
 	msg := sprintf("%s %s is not supported; use one of %s%s, or remove it for the default %s", [field, lib.shown(value), concat(", ", values), case_hint(value, values), defaults[field]])
 }
 
-case_hint(v, values) := sprintf(" (did you mean \"%s\"?)", [a]) if {
+case_hint(v, values) := sprintf(" (did you mean \"%s\"?)", [by_lower[lower(v)]]) if {
 	is_string(v)
-	some a in values
-	lower(a) == lower(v)
+	by_lower := {lower(x): x | some x in values}
+	by_lower[lower(v)]
 } else := ""
 
 violation contains {"path": "/spec/sshAuthMountPath", "msg": msg} if {

@@ -28,7 +28,10 @@ violation contains {"path": lib.ptr(r.path, "restartPolicy"), "msg": msg} if {
 
 # The restartPolicy written on replica r; unset and "" mean the kind's default. JobView has
 # the declared strings; any other type (reported by structure too) is read as written.
-declared(r) := r.restartPolicy if r.restartPolicySet
+declared(r) := r.restartPolicy if {
+	r.restartPolicySet
+	r.restartPolicy != ""
+}
 
 declared(r) := value if {
 	not r.restartPolicySet
@@ -37,10 +40,12 @@ declared(r) := value if {
 	not is_string(value)
 }
 
-hint(v) := sprintf(" (did you mean \"%s\"?)", [a]) if {
+# The allowed values by their lower-case spelling, for "did you mean".
+allowed_by_lower := {lower(a): a | some a in allowed}
+
+hint(v) := sprintf(" (did you mean \"%s\"?)", [allowed_by_lower[lower(v)]]) if {
 	is_string(v)
-	some a in allowed
-	lower(a) == lower(v)
+	allowed_by_lower[lower(v)]
 } else := "; the mpi-operator runs the launcher as a batch Job, which only supports these" if {
 	mpi_v2
 	v in {"Always", "ExitCode"}
