@@ -42,16 +42,19 @@ gang_size := n if {
 # minAvailable can be written where runPolicy and its schedulingPolicy are absent, null or
 # objects; under anything else the patch would fail the whole request (run_policy refuses a
 # runPolicy that is not an object).
+min_available_writable if object.get(input.object, ["spec", "runPolicy"], null) == null
+
 min_available_writable if {
-	writable(object.get(input.object, ["spec", "runPolicy"], null))
-	writable(object.get(lib.run_policy(input.object), "schedulingPolicy", null))
+	is_object(input.object.spec.runPolicy)
+	sp := object.get(input.object.spec.runPolicy, "schedulingPolicy", null)
+	writable(sp)
 }
 
 writable(v) if v == null
 
 writable(v) if is_object(v)
 
-mutation contains {"op": "default", "path": lib.ptr(r.podSpecPath, "schedulerName"), "value": params.scheduler} if {
+mutation contains {"op": "default", "path": concat("", [r.podSpecPath, "/schedulerName"]), "value": params.scheduler} if {
 	needs_scheduler
 	some r in input.job.replicas
 	not r.schedulerName
@@ -62,7 +65,7 @@ mutation contains {"op": "default", "path": min_available_path, "value": gang_si
 	min_available_writable
 }
 
-violation contains {"path": lib.ptr(r.podSpecPath, "schedulerName"), "msg": msg} if {
+violation contains {"path": concat("", [r.podSpecPath, "/schedulerName"]), "msg": msg} if {
 	needs_scheduler
 	some r in input.job.replicas
 	msg := scheduler_problem(r)

@@ -24,28 +24,32 @@ meta := {
 
 params := data.params.images
 
-# [replica, container, what] for every container and init container of every replica. A list:
-# a set would compare whole replica and container objects on every insert.
-images := array.concat(
-	[[r, c, "container"] | some r in input.job.replicas; some c in r.containers],
-	[[r, c, "init container"] | some r in input.job.replicas; some c in r.initContainers],
-)
+# Every image the job runs, each once however many containers run it.
+all_images := {c.image | some r in input.job.replicas; some c in r.containers} | {c.image |
+	some r in input.job.replicas
+	some c in r.initContainers
+}
 
 exempt(image) if {
 	some p in params.exemptImages
 	lib.pattern_matches(p, image)
 }
 
-# Images that need a digest, each checked once however many containers run it. An empty
-# image is the containers policy's to report.
+# Images that need a digest. An empty image is the containers policy's to report.
 unpinned_images := {image |
-	some image in {c.image | some [_, c, _] in images}
+	some image in all_images
 	image != ""
 	not lib.image_pinned(image)
 	not exempt(image)
 }
 
-unpinned := [[r, c, what] | some [r, c, what] in images; c.image in unpinned_images] if {
+# [replica, container, what] for the containers and init containers that run an unpinned
+# image; built only when there is one. A list: a set would compare whole replica and
+# container objects on every insert.
+unpinned := array.concat(
+	[[r, c, "container"] | some r in input.job.replicas; some c in r.containers; c.image in unpinned_images],
+	[[r, c, "init container"] | some r in input.job.replicas; some c in r.initContainers; c.image in unpinned_images],
+) if {
 	count(unpinned_images) > 0
 }
 

@@ -51,8 +51,8 @@ whole_positive(n) if {
 }
 
 violation contains {"path": nproc_path, "msg": msg} if {
-	not is_string(nproc)
 	nproc
+	not is_string(nproc)
 	msg := sprintf("nprocPerNode must be a string; write it quoted, e.g. nprocPerNode: \"%v\"", [nproc])
 }
 

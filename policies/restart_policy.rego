@@ -22,6 +22,7 @@ allowed := ["Always", "OnFailure", "Never", "ExitCode"] if not mpi_v2
 violation contains {"path": lib.ptr(r.path, "restartPolicy"), "msg": msg} if {
 	some r in input.job.replicas
 	value := declared(r)
+	value != null
 	not value in allowed
 	msg := sprintf("restartPolicy %s is not supported for %s %s pods; use one of %s%s", [lib.shown(value), lib.job_kind_label(input.job), r.type, concat(", ", allowed), hint(value)])
 }

@@ -75,12 +75,12 @@ clean_pod_policy_default := legacy_clean_pod_policy if {
 	params.cleanPodPolicy != ""
 }
 
-mutation contains {"op": "default", "path": lib.ptr(run_policy_path, "cleanPodPolicy"), "value": value} if {
+mutation contains {"op": "default", "path": "/spec/runPolicy/cleanPodPolicy", "value": value} if {
 	unset("cleanPodPolicy")
 	value := clean_pod_policy_default
 }
 
-mutation contains {"op": "default", "path": lib.ptr(run_policy_path, field), "value": value} if {
+mutation contains {"op": "default", "path": concat("/", [run_policy_path, field]), "value": value} if {
 	some field in ["backoffLimit", "ttlSecondsAfterFinished"]
 	unset(field)
 	value := params[field]
@@ -97,7 +97,7 @@ violation contains {"path": run_policy_path, "msg": msg} if {
 	msg := sprintf("runPolicy must be an object (cleanPodPolicy, backoffLimit, ttlSecondsAfterFinished, ...), got %s; write it as a map or remove it", [lib.shown(rp)])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, "cleanPodPolicy"), "msg": msg} if {
+violation contains {"path": "/spec/runPolicy/cleanPodPolicy", "msg": msg} if {
 	v := run_policy.cleanPodPolicy
 	v != null
 	not v in clean_pod_policies
@@ -106,6 +106,7 @@ violation contains {"path": lib.ptr(run_policy_path, "cleanPodPolicy"), "msg": m
 
 violation contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	v := legacy_clean_pod_policy
+	v != null
 	not v in clean_pod_policies
 	msg := sprintf("the legacy spec.cleanPodPolicy %s is not one of None, Running, All; remove it and set spec.runPolicy.cleanPodPolicy instead (e.g. Running)", [lib.shown(v)])
 }
@@ -118,7 +119,7 @@ warning contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	msg := sprintf("the legacy spec.cleanPodPolicy %s is ignored: the operator uses spec.runPolicy.cleanPodPolicy %s and overwrites the legacy field with it; remove spec.cleanPodPolicy", [lib.shown(legacy), lib.shown(current)])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
+violation contains {"path": concat("/", [run_policy_path, field]), "msg": msg} if {
 	some field in count_fields
 	v := run_policy[field]
 	v != null
@@ -126,7 +127,7 @@ violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
 	msg := sprintf("%s must be a whole number of %s, got %s", [field, unit[field], lib.shown(v)])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
+violation contains {"path": concat("/", [run_policy_path, field]), "msg": msg} if {
 	some field in count_fields
 	v := run_policy[field]
 	is_whole(v)
@@ -134,7 +135,7 @@ violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
 	msg := sprintf("%s is %v; it must be 0 or more (%s)", [field, v, meaning[field]])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, "backoffLimit"), "msg": msg} if {
+violation contains {"path": "/spec/runPolicy/backoffLimit", "msg": msg} if {
 	max := params.maxBackoffLimit
 	is_number(max)
 	v := run_policy.backoffLimit
@@ -143,7 +144,7 @@ violation contains {"path": lib.ptr(run_policy_path, "backoffLimit"), "msg": msg
 	msg := sprintf("backoffLimit is %v, above the maximum of %v: a crash-looping job would hold its GPUs through %v restarts. Set it to %v or less, and fix the cause of repeated failures", [v, max, v, max])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, "activeDeadlineSeconds"), "msg": msg} if {
+violation contains {"path": "/spec/runPolicy/activeDeadlineSeconds", "msg": msg} if {
 	max := params.maxActiveDeadlineSeconds
 	is_number(max)
 	v := run_policy.activeDeadlineSeconds

@@ -65,6 +65,17 @@ class_of(r) := {"name": n, "path": lib.ptrs(r.templatePath, ["metadata", "annota
 
 known(name) if is_object(params.gpuClasses[name])
 
+# The cheap first test of the class rules: a template or the job has the annotation, or there
+# is a default class. Most jobs have none, and then no class is looked up per replica.
+class_named if {
+	some r in input.job.replicas
+	r.annotations[annotation]
+}
+
+class_named if job_annotations[annotation]
+
+class_named if params.defaultClass != ""
+
 skipped if {
 	params.skipKueueJobs == true
 	lib.kueue_managed(input.object)
@@ -75,6 +86,7 @@ gpu_replicas := lib.gpu_replicas(input.job)
 # --- mutation -----------------------------------------------------------------------------
 
 mutation contains {"op": "default", "path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "value": value} if {
+	class_named
 	not skipped
 	some r in gpu_replicas
 	cls := class_of(r)
@@ -90,6 +102,7 @@ mutation contains {"op": "default", "path": lib.ptrs(r.podSpecPath, ["nodeSelect
 # Classes named by annotations are checked on every replica (a typo is a typo); the default
 # class only matters where it would be applied.
 violation contains {"path": cls.path, "msg": msg} if {
+	class_named
 	some r in input.job.replicas
 	cls := class_of(r)
 	cls.path != ""
@@ -98,6 +111,7 @@ violation contains {"path": cls.path, "msg": msg} if {
 }
 
 violation contains {"path": "", "msg": msg} if {
+	class_named
 	not skipped
 	some r in gpu_replicas
 	cls := class_of(r)
@@ -117,6 +131,7 @@ violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
 # A user's nodeSelector value wins over the class's; say so, since the class then does not
 # hold for that replica.
 warning contains {"path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "msg": msg} if {
+	class_named
 	not skipped
 	some r in gpu_replicas
 	cls := class_of(r)
@@ -129,6 +144,7 @@ warning contains {"path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "msg":
 }
 
 warning contains {"path": cls.path, "msg": msg} if {
+	class_named
 	skipped
 	some r in gpu_replicas
 	cls := class_of(r)

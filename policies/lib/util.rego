@@ -34,7 +34,7 @@ uses_gpus(r) if r.gpusPerPod + r.migSlicesPerPod > 0
 # The replicas of `job` (a JobView) that run GPU work, in manifest order. A list, not a set:
 # a set of replicas compares whole replica objects on every insert. A policy that needs it
 # in several rules binds it once: gpu_replicas := lib.gpu_replicas(input.job).
-gpu_replicas(job) := [r | some r in job.replicas; uses_gpus(r)]
+gpu_replicas(job) := [r | some r in job.replicas; r.gpusPerPod + r.migSlicesPerPod > 0]
 
 # Whether `obj` is a Kueue workload (Kueue admits all pods at once: a gang at quota level).
 kueue_managed(obj) if obj.metadata.labels["kueue.x-k8s.io/queue-name"]
