@@ -22,7 +22,9 @@ max_name_length := 63
 # Replicas of a known type whose template the JobView could read: structure reports broken
 # templates and coordinator unknown types (a misspelled key is fixed first). A list: a set
 # would compare whole replica objects.
-readable := [r |
+readable := [r | some r in job.replicas; r.known] if {
+	count(job.problems) == 0
+} else := [r |
 	some r in job.replicas
 	r.known
 	not template_problem(r)
@@ -34,8 +36,16 @@ template_problem(r) if {
 	not contains(p.path, "/resources/")
 }
 
+# [name, image] of every container and init container of the readable replicas, each pair
+# once. Most jobs run one image under one name in every pod, so the checks below look at
+# one pair, and go through the containers one by one only to report what they found.
+names_images := {[c.name, c.image] | some r in readable; some c in r.containers} | {[c.name, c.image] |
+	some r in readable
+	some c in r.initContainers
+}
+
 # [replica, container, what] for the init containers and containers of every readable
-# replica, in pod order.
+# replica, in pod order; built only to report a finding.
 pod_containers := array.concat(
 	[[r, c, "init container"] | some r in readable; some c in r.initContainers],
 	[[r, c, "container"] | some r in readable; some c in r.containers],
@@ -54,10 +64,12 @@ named_hint := sprintf(" (the one that trains named \"%s\")", [job.defaultContain
 
 named_hint := "" if not job.requiresDefaultContainer
 
-# R5.
+# R5. The container the JobView picked as the default one is the first test: it is the one
+# with the default name when there is one.
 violation contains {"path": containers_path(r), "msg": msg} if {
 	job.requiresDefaultContainer
 	some r in readable
+	not r.containers[r.defaultContainerIndex].name == job.defaultContainer
 	not default_named(r)
 	msg := sprintf("%s pods must have a container named \"%s\": the operator adds the %s environment and port only to that container. Rename the container that runs the training to \"%s\"", [r.type, job.defaultContainer, job.kind, job.defaultContainer])
 }
@@ -73,12 +85,14 @@ label(c) := sprintf("%d", [c.index]) if c.name == ""
 
 # R4, for containers and init containers alike.
 violation contains {"path": lib.ptr(c.path, "image"), "msg": msg} if {
+	some [_, ""] in names_images
 	some [r, c, what] in pod_containers
 	c.image == ""
 	msg := sprintf("%s %s of %s pods has no image; set image to the image it runs", [what, label(c), r.type])
 }
 
 violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
+	some ["", _] in names_images
 	some [r, c, what] in pod_containers
 	c.name == ""
 	msg := sprintf("%s %d of %s pods has no name; Kubernetes needs one to create the pod. Give it a DNS-1123 label such as \"%s\"", [what, c.index, r.type, name_example])
@@ -91,7 +105,7 @@ name_example := "main" if not job.defaultContainer
 # Container names that are not DNS-1123 labels, each name checked once however many
 # replicas repeat it.
 invalid_names := {n |
-	some n in {c.name | some [_, c, _] in pod_containers}
+	some [n, _] in names_images
 	n != ""
 	not lib.dns1123_label(n)
 }
@@ -105,8 +119,8 @@ violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
 
 violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
 	some r in readable
+	count(r.initContainers) + count(r.containers) > 1
 	cs := array.concat(r.initContainers, r.containers)
-	count(cs) > 1
 	some i, c in cs
 	c.name != ""
 	some j, other in cs

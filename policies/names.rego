@@ -81,8 +81,16 @@ letter_prefix(s) := ["job"] if not regex.match(`^[a-z]`, s)
 
 violation contains {"path": "/metadata/generateName", "msg": msg} if {
 	is_string(prefix)
-	not regex.match(`^[a-z][-a-z0-9]*$`, prefix)
+	not dns1035_prefix(prefix)
 	msg := sprintf("generateName \"%s\" cannot produce a DNS-1035 label: the prefix must start with a lowercase letter and contain only lowercase letters, digits and '-' (5 random characters are appended), e.g. \"%s-\"", [prefix, suggestion(prefix)])
+}
+
+# A prefix of a DNS-1035 label (^[a-z][-a-z0-9]*$): a letter first, then letters, digits and
+# '-'.
+dns1035_prefix(p) if {
+	trim_left(substring(p, 0, 1), "abcdefghijklmnopqrstuvwxyz") == ""
+	p != ""
+	trim(p, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
 }
 
 # Suffix the operator appends for the longest pod or Service of replica r. The MPI launcher

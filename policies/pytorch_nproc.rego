@@ -59,8 +59,15 @@ violation contains {"path": nproc_path, "msg": msg} if {
 violation contains {"path": nproc_path, "msg": msg} if {
 	is_string(nproc)
 	not nproc in {"auto", "cpu", "gpu"}
-	not regex.match(`^[1-9][0-9]*$`, nproc)
+	not positive_whole_string(nproc)
 	msg := sprintf("nprocPerNode \"%s\" is not valid; use \"auto\", \"cpu\", \"gpu\" or a positive whole number of processes per pod as a string, e.g. \"8\"%s", [nproc, case_hint(nproc)])
+}
+
+# ^[1-9][0-9]*$: digits only, no leading zero.
+positive_whole_string(s) if {
+	s != ""
+	not startswith(s, "0")
+	trim(s, "0123456789") == ""
 }
 
 case_hint(s) := sprintf(" (did you mean \"%s\"?)", [lower(s)]) if lower(s) in {"auto", "cpu", "gpu"}
