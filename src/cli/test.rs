@@ -1,6 +1,13 @@
 //! `gangplank test`: run policy test suites (Rego `test_*` rules and YAML case files).
 
+use std::io::Write;
 use std::path::PathBuf;
+
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
 
 use clap::Args;
 
@@ -31,6 +38,10 @@ impl TestArgs {
                 return exit::UNREADABLE;
             }
         };
+        // Output errors (a closed pipe: `gangplank test | head`) must not stop the run or
+        // change its exit code, so each line's write result is deliberately ignored.
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
         let mut results = Vec::new();
         for test in suite.tests() {
             let name = test.name(suite.root());
@@ -39,13 +50,14 @@ impl TestArgs {
             }
             let result = suite.run(test);
             match &result {
-                Ok(()) => println!("ok    {name}"),
-                Err(why) => println!("FAIL  {name}\n{}", indent(why)),
+                Ok(()) => say!(out, "ok    {name}"),
+                Err(why) => say!(out, "FAIL  {name}\n{}", indent(why)),
             }
             results.push((name, result));
         }
         let failed = results.iter().filter(|(_, r)| r.is_err()).count();
-        println!(
+        say!(
+            out,
             "\n{} tests: {} passed, {failed} failed",
             results.len(),
             results.len() - failed

@@ -47,11 +47,8 @@ pub enum LoadError {
 /// (fail closed); `gangplank check` reports them and exits 2.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    #[error("evaluating {entry} failed: {message}")]
-    Rego {
-        entry: &'static str,
-        message: String,
-    },
+    #[error("evaluating {rule} failed: {message}")]
+    Rego { rule: String, message: String },
     #[error("policy {policy} returned a malformed {what}: {detail}")]
     BadOutput {
         policy: String,

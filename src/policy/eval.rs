@@ -1,8 +1,8 @@
 //! Evaluating a policy set on one input: mutation intents and violations.
 //!
-//! Each call evaluates one generated entry rule that returns every policy's output at once,
-//! on the bytecode VM when the set compiled for it, else on a clone of the prepared
-//! interpreter (cheap: shared, copy-on-write state).
+//! Each call evaluates every applicable policy's output rules on one input: each rule is an
+//! entry point of the bytecode program when the set compiled for the VM, else a rule of a
+//! clone of the prepared interpreter (cheap: shared, copy-on-write state).
 
 use regorus::Value as RegoValue;
 use serde::Serialize;
@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::error::EvalError;
 use super::intent::Intent;
 use super::params::Action;
-use super::set::{from_rego, PolicySet, MUTATIONS_RULE, VALIDATIONS_RULE};
+use super::set::{from_rego, Output, PolicySet, RuleRef};
 
 /// One finding of one policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,10 +42,10 @@ impl PolicySet {
         input: &RegoValue,
         namespace: &str,
     ) -> Result<Vec<Intent>, EvalError> {
-        let out = self.eval_entry(MUTATIONS_RULE, input)?;
         let mut intents = Vec::new();
-        for (policy, items) in self.applicable(&out, namespace) {
-            for item in as_list(policy, "mutation", items)? {
+        for (rule, out) in self.eval_outputs(&[Output::Mutation], input, namespace)? {
+            let policy = self.policy_name(rule);
+            for item in as_list(policy, "mutation", &out)? {
                 intents.push(Intent::parse(policy, item)?);
             }
         }
@@ -59,15 +59,20 @@ impl PolicySet {
         input: &RegoValue,
         namespace: &str,
     ) -> Result<Vec<Violation>, EvalError> {
-        let out = self.eval_entry(VALIDATIONS_RULE, input)?;
         let mut found = Vec::new();
-        for (policy, outputs) in self.applicable(&out, namespace) {
-            let action = self.policy(policy).map_or(Action::Deny, |p| p.action);
-            for (rule, action) in [("violation", action), ("warning", Action::Warn)] {
-                let items = outputs.get(rule).unwrap_or(&Value::Null);
-                for item in as_list(policy, rule, items)? {
-                    found.push(violation(policy, action, item));
-                }
+        for (rule, out) in
+            self.eval_outputs(&[Output::Violation, Output::Warning], input, namespace)?
+        {
+            let policy = self.policy_name(rule);
+            let action = match rule.output {
+                Output::Warning => Action::Warn,
+                _ => self
+                    .policies
+                    .get(rule.policy)
+                    .map_or(Action::Deny, |p| p.action),
+            };
+            for item in as_list(policy, rule.output.rule(), &out)? {
+                found.push(violation(policy, action, item));
             }
         }
         found.sort_by(|a, b| (&a.policy, &a.path, &a.msg).cmp(&(&b.policy, &b.path, &b.msg)));
@@ -75,31 +80,67 @@ impl PolicySet {
         Ok(found)
     }
 
-    fn eval_entry(&self, entry: &'static str, input: &RegoValue) -> Result<Value, EvalError> {
-        let mut engine = self.engine.clone();
-        engine.set_input(input.clone());
-        let v = engine
-            .eval_rule(entry.to_string())
-            .map_err(|e| EvalError::Rego {
-                entry,
-                message: e.to_string(),
-            })?;
-        Ok(from_rego(&v))
+    fn policy_name(&self, rule: &RuleRef) -> &str {
+        self.policies
+            .get(rule.policy)
+            .map_or("", |p| p.name.as_str())
     }
 
-    /// Entries of an entry-rule result whose policy applies in `namespace`.
-    fn applicable<'a>(
-        &'a self,
-        out: &'a Value,
-        namespace: &'a str,
-    ) -> impl Iterator<Item = (&'a str, &'a Value)> {
-        out.as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(move |(name, v)| {
-                let applies = self.policy(name).is_some_and(|p| p.applies_to(namespace));
-                applies.then_some((name.as_str(), v))
+    /// Evaluates the given outputs of every policy that applies in `namespace`; policies
+    /// excluded there are not evaluated at all.
+    fn eval_outputs(
+        &self,
+        outputs: &[Output],
+        input: &RegoValue,
+        namespace: &str,
+    ) -> Result<Vec<(&RuleRef, Value)>, EvalError> {
+        let rules: Vec<&RuleRef> = self
+            .rules
+            .iter()
+            .filter(|r| outputs.contains(&r.output))
+            .filter(|r| {
+                self.policies
+                    .get(r.policy)
+                    .is_some_and(|p| p.applies_to(namespace))
             })
+            .collect();
+        self.eval_rules_on(&rules, input, self.vm.is_err())
+    }
+
+    /// Evaluates rules on one input: on one VM, or on one clone of the prepared interpreter
+    /// when `interpreter` is set.
+    pub(super) fn eval_rules_on<'a>(
+        &self,
+        rules: &[&'a RuleRef],
+        input: &RegoValue,
+        interpreter: bool,
+    ) -> Result<Vec<(&'a RuleRef, Value)>, EvalError> {
+        let failed = |rule: &RuleRef, message: String| EvalError::Rego {
+            rule: rule.path.clone(),
+            message,
+        };
+        let mut out = Vec::with_capacity(rules.len());
+        match (&self.vm, interpreter) {
+            (Ok(program), false) => {
+                for rule in rules {
+                    let v = program
+                        .eval(&rule.path, input)
+                        .map_err(|e| failed(rule, e))?;
+                    out.push((*rule, from_rego(&v)));
+                }
+            }
+            _ => {
+                let mut engine = self.engine.clone();
+                engine.set_input(input.clone());
+                for rule in rules {
+                    let v = engine
+                        .eval_rule(rule.path.clone())
+                        .map_err(|e| failed(rule, e.to_string()))?;
+                    out.push((*rule, from_rego(&v)));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
