@@ -36,8 +36,9 @@ gpu_replicas := lib.gpu_replicas(input.job)
 
 violation contains {"path": nproc.path, "msg": msg} if {
 	n := lib.whole_number(nproc.value)
-	some r in gpu_replicas
-	devices := lib.devices_per_pod(r)
+	some r in input.job.replicas
+	devices := r.gpusPerPod + r.migSlicesPerPod
+	devices > 0
 	devices != n
 	msg := sprintf("nprocPerNode is %s but each %s pod has %s: %s. Set nprocPerNode to \"%v\" (or \"auto\", one process per GPU)", [lib.shown(nproc.value), r.type, plural(devices, "GPU"), effect(n, devices), devices])
 }

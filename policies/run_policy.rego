@@ -41,15 +41,12 @@ count_fields := ["backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinish
 
 # spec.runPolicy as written: an object, {} when absent or null, undefined when malformed.
 run_policy := rp if {
-	is_object(input.object.spec)
-	rp := object.get(input.object.spec, "runPolicy", null)
+	rp := input.object.spec.runPolicy
 	is_object(rp)
 } else := {} if {
 	is_object(input.object.spec)
 	object.get(input.object.spec, "runPolicy", null) == null
 }
-
-unset(field) if object.get(run_policy, field, null) == null
 
 # kubeflow.org/v1 MPIJob keeps a legacy spec.cleanPodPolicy that the operator syncs with
 # runPolicy.cleanPodPolicy (runPolicy wins).
@@ -76,13 +73,13 @@ clean_pod_policy_default := legacy_clean_pod_policy if {
 }
 
 mutation contains {"op": "default", "path": "/spec/runPolicy/cleanPodPolicy", "value": value} if {
-	unset("cleanPodPolicy")
+	object.get(run_policy, "cleanPodPolicy", null) == null
 	value := clean_pod_policy_default
 }
 
 mutation contains {"op": "default", "path": concat("/", [run_policy_path, field]), "value": value} if {
 	some field in ["backoffLimit", "ttlSecondsAfterFinished"]
-	unset(field)
+	object.get(run_policy, field, null) == null
 	value := params[field]
 	is_number(value)
 }
@@ -90,8 +87,7 @@ mutation contains {"op": "default", "path": concat("/", [run_policy_path, field]
 # --- validation ---------------------------------------------------------------------------
 
 violation contains {"path": run_policy_path, "msg": msg} if {
-	is_object(input.object.spec)
-	rp := object.get(input.object.spec, "runPolicy", null)
+	rp := input.object.spec.runPolicy
 	rp != null
 	not is_object(rp)
 	msg := sprintf("runPolicy must be an object (cleanPodPolicy, backoffLimit, ttlSecondsAfterFinished, ...), got %s; write it as a map or remove it", [lib.shown(rp)])
@@ -113,6 +109,7 @@ violation contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 
 warning contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	legacy := legacy_clean_pod_policy
+	legacy != null
 	current := run_policy.cleanPodPolicy
 	current != null
 	legacy != current
@@ -123,32 +120,32 @@ violation contains {"path": concat("/", [run_policy_path, field]), "msg": msg} i
 	some field in count_fields
 	v := run_policy[field]
 	v != null
-	not is_whole(v)
-	msg := sprintf("%s must be a whole number of %s, got %s", [field, unit[field], lib.shown(v)])
+	msg := count_problem(field, v)
 }
 
-violation contains {"path": concat("/", [run_policy_path, field]), "msg": msg} if {
-	some field in count_fields
-	v := run_policy[field]
+count_problem(field, v) := sprintf("%s must be a whole number of %s, got %s", [field, unit[field], lib.shown(v)]) if {
+	not is_whole(v)
+}
+
+count_problem(field, v) := sprintf("%s is %v; it must be 0 or more (%s)", [field, v, meaning[field]]) if {
 	is_whole(v)
 	v < 0
-	msg := sprintf("%s is %v; it must be 0 or more (%s)", [field, v, meaning[field]])
 }
 
 violation contains {"path": "/spec/runPolicy/backoffLimit", "msg": msg} if {
-	max := params.maxBackoffLimit
-	is_number(max)
 	v := run_policy.backoffLimit
 	is_number(v)
+	max := params.maxBackoffLimit
+	is_number(max)
 	v > max
 	msg := sprintf("backoffLimit is %v, above the maximum of %v: a crash-looping job would hold its GPUs through %v restarts. Set it to %v or less, and fix the cause of repeated failures", [v, max, v, max])
 }
 
 violation contains {"path": "/spec/runPolicy/activeDeadlineSeconds", "msg": msg} if {
-	max := params.maxActiveDeadlineSeconds
-	is_number(max)
 	v := run_policy.activeDeadlineSeconds
 	is_number(v)
+	max := params.maxActiveDeadlineSeconds
+	is_number(max)
 	v > max
 	msg := sprintf("activeDeadlineSeconds is %v (%s), above the maximum of %v (%s); set it to %v or less, and resume longer runs from a checkpoint in a new job", [v, days(v), max, days(max), max])
 }

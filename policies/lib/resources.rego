@@ -75,14 +75,8 @@ pattern_matches(p, s) if {
 	glob.match(p, null, s)
 }
 
-# Whether pattern p has a glob metacharacter (*, ?, [ or {).
-is_glob(p) if contains(p, "*")
-
-is_glob(p) if contains(p, "?")
-
-is_glob(p) if contains(p, "[")
-
-is_glob(p) if contains(p, "{")
+# Whether pattern p has a glob metacharacter (*, ?, [ or {): removing them changes it.
+is_glob(p) if strings.replace_n({"*": "", "?": "", "[": "", "{": ""}, p) != p
 
 # The extended resource of a MIG profile under the device plugin's mixed strategy:
 # "mig-" + profile with "+" replaced by ".", so 1g.10gb+me -> nvidia.com/mig-1g.10gb.me.
