@@ -40,19 +40,14 @@ gang_size := n if {
 } else := input.job.totalPods
 
 # minAvailable can be written where runPolicy and its schedulingPolicy are absent, null or
-# objects; under anything else the patch would fail the whole request (run_policy refuses a
-# runPolicy that is not an object).
+# objects; under anything else the default could not be applied and the request would be
+# refused for it (run_policy refuses a runPolicy that is not an object).
 min_available_writable if object.get(input.object, ["spec", "runPolicy"], null) == null
 
 min_available_writable if {
 	is_object(input.object.spec.runPolicy)
-	sp := object.get(input.object.spec.runPolicy, "schedulingPolicy", null)
-	writable(sp)
+	lib.writable_object_field(input.object.spec.runPolicy, "schedulingPolicy")
 }
-
-writable(v) if v == null
-
-writable(v) if is_object(v)
 
 mutation contains {"op": "default", "path": concat("", [r.podSpecPath, "/schedulerName"]), "value": params.scheduler} if {
 	needs_scheduler
