@@ -14,24 +14,22 @@ meta := {
 	"params": {},
 }
 
-job := input.job
-
 # Longest DNS-1123 label (container names).
 max_name_length := 63
 
 # Replicas of a known type whose template the JobView could read: structure reports broken
 # templates and coordinator unknown types (a misspelled key is fixed first). A list: a set
 # would compare whole replica objects.
-readable := [r | some r in job.replicas; r.known] if {
-	count(job.problems) == 0
+readable := [r | some r in input.job.replicas; r.known] if {
+	count(input.job.problems) == 0
 } else := [r |
-	some r in job.replicas
+	some r in input.job.replicas
 	r.known
 	not template_problem(r)
 ]
 
 template_problem(r) if {
-	some p in job.problems
+	some p in input.job.problems
 	startswith(p.path, r.templatePath)
 	not contains(p.path, "/resources/")
 }
@@ -60,23 +58,23 @@ violation contains {"path": containers_path(r), "msg": msg} if {
 	msg := sprintf("%s pods have no containers; add at least one container with a name and an image%s", [r.type, named_hint])
 }
 
-named_hint := sprintf(" (the one that trains named \"%s\")", [job.defaultContainer]) if job.requiresDefaultContainer
+named_hint := sprintf(" (the one that trains named \"%s\")", [input.job.defaultContainer]) if input.job.requiresDefaultContainer
 
-named_hint := "" if not job.requiresDefaultContainer
+named_hint := "" if not input.job.requiresDefaultContainer
 
 # R5. The container the JobView picked as the default one is the first test: it is the one
 # with the default name when there is one.
 violation contains {"path": containers_path(r), "msg": msg} if {
-	job.requiresDefaultContainer
+	input.job.requiresDefaultContainer
 	some r in readable
-	not r.containers[r.defaultContainerIndex].name == job.defaultContainer
+	not r.containers[r.defaultContainerIndex].name == input.job.defaultContainer
 	not default_named(r)
-	msg := sprintf("%s pods must have a container named \"%s\": the operator adds the %s environment and port only to that container. Rename the container that runs the training to \"%s\"", [r.type, job.defaultContainer, job.kind, job.defaultContainer])
+	msg := sprintf("%s pods must have a container named \"%s\": the operator adds the %s environment and port only to that container. Rename the container that runs the training to \"%s\"", [r.type, input.job.defaultContainer, input.job.kind, input.job.defaultContainer])
 }
 
 default_named(r) if {
 	some c in r.containers
-	c.name == job.defaultContainer
+	c.name == input.job.defaultContainer
 }
 
 label(c) := sprintf("\"%s\"", [c.name]) if c.name != ""
@@ -98,15 +96,16 @@ violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
 	msg := sprintf("%s %d of %s pods has no name; Kubernetes needs one to create the pod. Give it a DNS-1123 label such as \"%s\"", [what, c.index, r.type, name_example])
 }
 
-name_example := job.defaultContainer
+name_example := input.job.defaultContainer
 
-name_example := "main" if not job.defaultContainer
+name_example := "main" if not input.job.defaultContainer
 
 # Container names that are not DNS-1123 labels, each name checked once however many
-# replicas repeat it.
+# replicas repeat it. The kind's default container name (pytorch, tensorflow, ...) is one.
 invalid_names := {n |
 	some [n, _] in names_images
 	n != ""
+	not n == input.job.defaultContainer
 	not lib.dns1123_label(n)
 }
 
