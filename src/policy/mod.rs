@@ -15,6 +15,7 @@ pub mod load;
 pub mod params;
 pub mod profile;
 pub mod set;
+pub mod to_rego;
 pub mod vm;
 
 pub use error::{EvalError, LoadError};

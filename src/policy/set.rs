@@ -317,27 +317,7 @@ fn output_rules(policies: &[PolicyInfo]) -> Vec<RuleRef> {
     rules
 }
 
-/// serde_json → regorus, walking the tree directly: the serde round trip costs about twice
-/// as much, and this conversion is the largest single cost of an admission request.
-pub fn to_rego(v: &Value) -> RegoValue {
-    match v {
-        Value::Null => RegoValue::Null,
-        Value::Bool(b) => RegoValue::Bool(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => RegoValue::from(i),
-            (None, Some(u), _) => RegoValue::from(u),
-            (None, None, Some(f)) if f.is_finite() => RegoValue::from(f),
-            _ => RegoValue::Undefined,
-        },
-        Value::String(s) => RegoValue::String(s.as_str().into()),
-        Value::Array(items) => RegoValue::from(items.iter().map(to_rego).collect::<Vec<_>>()),
-        Value::Object(map) => RegoValue::from(
-            map.iter()
-                .map(|(k, v)| (RegoValue::String(k.as_str().into()), to_rego(v)))
-                .collect::<std::collections::BTreeMap<_, _>>(),
-        ),
-    }
-}
+pub use super::to_rego::to_rego;
 
 /// regorus → serde_json. Undefined becomes null.
 pub fn from_rego(v: &RegoValue) -> Value {

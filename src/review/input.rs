@@ -15,7 +15,7 @@ use crate::policy::set::to_rego;
 
 /// A small serializable value (request fields, JobView) as a Rego value.
 fn serialized(v: &impl Serialize) -> RegoValue {
-    serde_json::to_value(v).map_or(RegoValue::Undefined, |v| to_rego(&v))
+    crate::policy::to_rego::serialize(v).unwrap_or(RegoValue::Undefined)
 }
 
 fn to_rego_map(m: &Map<String, Value>) -> RegoValue {
