@@ -198,38 +198,26 @@ impl SeqBuilder {
     }
 }
 
-impl ser::SerializeSeq for SeqBuilder {
-    type Ok = RegoValue;
-    type Error = Error;
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<(), Error> {
-        self.push(v)
-    }
-    fn end(self) -> Result<RegoValue, Error> {
-        Ok(RegoValue::from(self.0))
-    }
+/// Sequences, tuples and tuple structs all become Rego arrays; only the trait and the name
+/// of the element method differ.
+macro_rules! seq_impl {
+    ($trait:ident, $method:ident) => {
+        impl ser::$trait for SeqBuilder {
+            type Ok = RegoValue;
+            type Error = Error;
+            fn $method<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<(), Error> {
+                self.push(v)
+            }
+            fn end(self) -> Result<RegoValue, Error> {
+                Ok(RegoValue::from(self.0))
+            }
+        }
+    };
 }
 
-impl ser::SerializeTuple for SeqBuilder {
-    type Ok = RegoValue;
-    type Error = Error;
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<(), Error> {
-        self.push(v)
-    }
-    fn end(self) -> Result<RegoValue, Error> {
-        Ok(RegoValue::from(self.0))
-    }
-}
-
-impl ser::SerializeTupleStruct for SeqBuilder {
-    type Ok = RegoValue;
-    type Error = Error;
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<(), Error> {
-        self.push(v)
-    }
-    fn end(self) -> Result<RegoValue, Error> {
-        Ok(RegoValue::from(self.0))
-    }
-}
+seq_impl!(SerializeSeq, serialize_element);
+seq_impl!(SerializeTuple, serialize_element);
+seq_impl!(SerializeTupleStruct, serialize_field);
 
 #[derive(Default)]
 struct MapBuilder {
