@@ -1,9 +1,10 @@
 # Helpers shared by the built-in policies. No verdicts here: only functions.
 #
-# Every helper under lib/ is a function that takes what it reads as arguments. A rule here
-# (`lib.x` without arguments) would be read through the import alias `lib`, which regorus
-# resolves by evaluating the whole data.gangplank.lib document (every rule of every lib
-# file) on each reference: 15-25 µs per policy. See "Performance" in policies/README.md.
+# Every helper under lib/ is a function, never a rule: a rule here (`lib.x` without
+# arguments) is read through the import alias `lib`, which regorus resolves by evaluating the
+# whole data.gangplank.lib document (every rule of every lib file) on each reference, 15-25
+# µs per policy. Helpers take the documents they read as arguments (kueue_managed(obj)),
+# except the raw_* readers of input.object. See "Performance" in policies/README.md.
 package gangplank.lib
 
 import rego.v1
