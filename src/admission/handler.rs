@@ -81,6 +81,23 @@ pub struct Answer {
     pub json: bool,
 }
 
+/// Counts a review in flight until dropped, also when the client goes away mid-request and
+/// the handler's future is dropped.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Counted<'a> {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Counted(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Label for requests whose kind is not a training kind (or not known yet).
 const OTHER_KIND: &str = "other";
 
@@ -100,9 +117,8 @@ pub async fn admit(ctx: &Context, endpoint: Endpoint, body: &[u8]) -> Answer {
         dry_run = Empty,
     );
     let _in_flight = ctx.metrics.in_flight();
-    ctx.in_flight.fetch_add(1, Ordering::SeqCst);
+    let _counted = Counted::enter(&ctx.in_flight);
     let (answer, kind, decision) = handle(ctx, endpoint, body).instrument(span).await;
-    ctx.in_flight.fetch_sub(1, Ordering::SeqCst);
     ctx.metrics
         .request(endpoint, kind, decision, started.elapsed().as_secs_f64());
     answer
