@@ -135,3 +135,43 @@ async fn webhook_paths_take_only_post() {
     let (status, _) = server.get_text("/nope").await;
     assert_eq!(status, 404);
 }
+
+/// A policy whose mutation output is malformed, but only for jobs named "explode-*", so
+/// that it loads (the load-time smoke test passes) and fails at request time.
+const EXPLODING: &str = r#"package gangplank.policies.exploding
+
+import rego.v1
+
+meta := {"title": "exploding", "description": "test policy", "action": "deny"}
+
+mutation contains {"op": "shred", "path": "/spec", "value": 1} if {
+	startswith(input.object.metadata.name, "explode-")
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_fault_at_request_time_refuses_the_request_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::support::copy_policies(dir.path());
+    std::fs::write(dir.path().join("exploding.rego"), EXPLODING).expect("write policy");
+    let server = TestServer::with(Options {
+        policies: dir.path().to_path_buf(),
+        ..Options::default()
+    })
+    .await;
+    let mut job = example("pytorchjob-gpu.yaml");
+    job["metadata"]["name"] = json!("explode-now");
+    let response = server.admit("/mutate", &create("boom", &job)).await;
+    assert_eq!(response["allowed"], false, "fail closed: {response}");
+    assert_eq!(response["status"]["code"], 500);
+    let message = response["status"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("policy evaluation failed") && message.contains("exploding"),
+        "{message}"
+    );
+    // Other jobs are unaffected.
+    let fine = server
+        .admit("/mutate", &create("fine", &example("pytorchjob-gpu.yaml")))
+        .await;
+    assert_eq!(fine["allowed"], true);
+}
