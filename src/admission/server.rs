@@ -319,9 +319,10 @@ impl Server {
             .header_read_timeout(BODY_READ_TIMEOUT);
         let builder = Arc::new(builder);
         let graceful = GracefulShutdown::new();
-        let addr = listener.local_addr().ok();
         shared.set_serving(true);
-        info!(addr = ?addr, "serving admission webhooks over HTTPS");
+        if let Ok(addr) = listener.local_addr() {
+            info!(%addr, "serving admission webhooks over HTTPS");
+        }
 
         // Resolves `shutdown_delay` after `shutdown`, with readiness already failing.
         let stop_accepting = {
