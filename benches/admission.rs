@@ -11,6 +11,10 @@ use gangplank::policy::PolicySet;
 use gangplank::review::{self, decide, Input};
 use serde_json::Value;
 
+// The allocator the binary uses (src/main.rs), so the figures are the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn job() -> Value {
     let text = include_str!("data/pytorchjob-9.yaml");
     yaml_serde::from_str(text).expect("benchmark job parses")

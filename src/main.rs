@@ -2,6 +2,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// Policy evaluation allocates and frees many small values per request; mimalloc serves
+// that pattern about 15 % faster than glibc malloc (benches/admission.rs, BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     gangplank::no_library_backtraces();
     // One crypto provider for every TLS user in the process, installed before any is built

@@ -122,10 +122,14 @@ impl PolicySet {
         let mut out = Vec::with_capacity(rules.len());
         match (&self.vm, interpreter) {
             (Ok(program), false) => {
+                let mut vm = program.vm(input).map_err(|e| EvalError::Rego {
+                    rule: "<vm>".into(),
+                    message: e,
+                })?;
                 for rule in rules {
-                    let v = program
-                        .eval(&rule.path, input)
-                        .map_err(|e| failed(rule, e))?;
+                    let v = vm
+                        .execute_entry_point_by_name(&rule.path)
+                        .map_err(|e| failed(rule, e.to_string()))?;
                     out.push((*rule, from_rego(&v)));
                 }
             }

@@ -19,14 +19,28 @@ use regorus::{Engine, Value as RegoValue};
 /// bound of a request is enforced separately by its caller.
 const MAX_INSTRUCTIONS: usize = 10_000_000;
 
-/// One compiled program per output rule, plus the data document they run against.
+const ROOT_RULE: &str = "data.gangplank_vm_root.all";
+
+/// `all := [count([x | some x in <rule>]), ...]` over every output rule: referenced, never run.
+fn root_module(rules: &[&str]) -> String {
+    let refs: Vec<String> = rules
+        .iter()
+        .map(|r| format!("  count([x | some x in {r}])"))
+        .collect();
+    format!(
+        "package gangplank_vm_root\n\nimport rego.v1\n\nall := [\n{}\n]\n",
+        refs.join(",\n")
+    )
+}
+
+/// One program with an entry point per output rule, plus the data document it runs against.
 ///
-/// One program per rule rather than one program with many entry points: regorus compiles
-/// what is reachable from the entry rule it is given, and entry points outside that reach
-/// evaluated to nothing (caught by the suites' differential check against the interpreter).
+/// regorus compiles what is reachable from the one entry rule it is given, so a generated
+/// root rule refers to every output rule; each request then runs the entry points it needs
+/// on a single VM.
 #[derive(Debug, Clone)]
 pub struct VmProgram {
-    programs: Vec<(String, Arc<Program>)>,
+    program: Arc<Program>,
     data: RegoValue,
 }
 
@@ -34,35 +48,34 @@ impl VmProgram {
     /// Compiles the given rules (full `data....` paths) as the program's entry points. The
     /// error says which construct of which file the RVM does not support.
     pub fn compile_rules(engine: &mut Engine, rules: &[&str]) -> Result<VmProgram, String> {
-        let mut programs = Vec::with_capacity(rules.len());
-        for rule in rules {
-            let compiled = engine
-                .compile_with_entrypoint(&(*rule).into())
-                .map_err(|e| e.to_string())?;
-            let program =
-                Compiler::compile_from_policy(&compiled, &[rule]).map_err(|e| e.to_string())?;
-            programs.push((rule.to_string(), program));
-        }
+        let mut with_root = engine.clone();
+        with_root
+            .add_policy("<gangplank vm root>".into(), root_module(rules))
+            .map_err(|e| e.to_string())?;
+        let compiled = with_root
+            .compile_with_entrypoint(&ROOT_RULE.into())
+            .map_err(|e| e.to_string())?;
+        let program = Compiler::compile_from_policy(&compiled, rules).map_err(|e| e.to_string())?;
         Ok(VmProgram {
-            programs,
+            program,
             data: engine.get_data(),
         })
     }
 
-    /// Evaluates one output rule on `input` in a fresh VM (a VM costs a few hundred
-    /// nanoseconds to set up, so pooling would buy nothing measurable).
-    pub fn eval(&self, rule: &str, input: &RegoValue) -> Result<RegoValue, String> {
-        let program = self
-            .programs
-            .iter()
-            .find(|(r, _)| r == rule)
-            .map(|(_, p)| p.clone())
-            .ok_or_else(|| format!("{rule} is not compiled"))?;
+    /// A VM loaded with the program, its data and `input`, ready to run entry points.
+    pub fn vm(&self, input: &RegoValue) -> Result<RegoVM, String> {
         let mut vm = RegoVM::new();
         vm.set_max_instructions(MAX_INSTRUCTIONS);
-        vm.load_program(program);
+        vm.load_program(self.program.clone());
         vm.set_data(self.data.clone()).map_err(|e| e.to_string())?;
         vm.set_input(input.clone());
-        vm.execute().map_err(|e| e.to_string())
+        Ok(vm)
+    }
+
+    /// Evaluates one output rule on `input`.
+    pub fn eval(&self, rule: &str, input: &RegoValue) -> Result<RegoValue, String> {
+        self.vm(input)?
+            .execute_entry_point_by_name(rule)
+            .map_err(|e| e.to_string())
     }
 }
