@@ -14,21 +14,40 @@ meta := {
 	"params": {},
 }
 
-job := input.job
+# Longest DNS-1123 label (container names).
+max_name_length := 63
 
 # Replicas of a known type whose template the JobView could read: structure reports broken
-# templates and coordinator unknown types (a misspelled key is fixed first).
-readable contains r if {
-	some r in job.replicas
+# templates and coordinator unknown types (a misspelled key is fixed first). A list: a set
+# would compare whole replica objects.
+readable := [r | some r in input.job.replicas; r.known] if {
+	count(input.job.problems) == 0
+} else := [r |
+	some r in input.job.replicas
 	r.known
 	not template_problem(r)
-}
+]
 
 template_problem(r) if {
-	some p in job.problems
+	some p in input.job.problems
 	startswith(p.path, r.templatePath)
 	not contains(p.path, "/resources/")
 }
+
+# [name, image] of every container and init container of the readable replicas, each pair
+# once. Most jobs run one image under one name in every pod, so the checks below look at
+# one pair, and go through the containers one by one only to report what they found.
+names_images := {[c.name, c.image] | some r in readable; some c in r.containers} | {[c.name, c.image] |
+	some r in readable
+	some c in r.initContainers
+}
+
+# [replica, container, what] for the init containers and containers of every readable
+# replica, in pod order; built only to report a finding.
+pod_containers := array.concat(
+	[[r, c, "init container"] | some r in readable; some c in r.initContainers],
+	[[r, c, "container"] | some r in readable; some c in r.containers],
+)
 
 containers_path(r) := lib.ptr(r.podSpecPath, "containers")
 
@@ -39,28 +58,24 @@ violation contains {"path": containers_path(r), "msg": msg} if {
 	msg := sprintf("%s pods have no containers; add at least one container with a name and an image%s", [r.type, named_hint])
 }
 
-named_hint := sprintf(" (the one that trains named \"%s\")", [job.defaultContainer]) if job.requiresDefaultContainer
+named_hint := sprintf(" (the one that trains named \"%s\")", [input.job.defaultContainer]) if input.job.requiresDefaultContainer
 
-named_hint := "" if not job.requiresDefaultContainer
+named_hint := "" if not input.job.requiresDefaultContainer
 
-# R5.
+# R5. The container the JobView picked as the default one is the first test: it is the one
+# with the default name when there is one.
 violation contains {"path": containers_path(r), "msg": msg} if {
-	job.requiresDefaultContainer
+	input.job.requiresDefaultContainer
 	some r in readable
+	not r.containers[r.defaultContainerIndex].name == input.job.defaultContainer
 	not default_named(r)
-	msg := sprintf("%s pods must have a container named \"%s\": the operator adds the %s environment and port only to that container. Rename the container that runs the training to \"%s\"", [r.type, job.defaultContainer, job.kind, job.defaultContainer])
+	msg := sprintf("%s pods must have a container named \"%s\": the operator adds the %s environment and port only to that container. Rename the container that runs the training to \"%s\"", [r.type, input.job.defaultContainer, input.job.kind, input.job.defaultContainer])
 }
 
 default_named(r) if {
 	some c in r.containers
-	c.name == job.defaultContainer
+	c.name == input.job.defaultContainer
 }
-
-all_containers(r) := array.concat(r.initContainers, r.containers)
-
-container_kind(c, r) := "init container" if c in r.initContainers
-
-container_kind(c, r) := "container" if not c in r.initContainers
 
 label(c) := sprintf("\"%s\"", [c.name]) if c.name != ""
 
@@ -68,39 +83,43 @@ label(c) := sprintf("%d", [c.index]) if c.name == ""
 
 # R4, for containers and init containers alike.
 violation contains {"path": lib.ptr(c.path, "image"), "msg": msg} if {
-	some r in readable
-	some c in all_containers(r)
+	some [_, ""] in names_images
+	some [r, c, what] in pod_containers
 	c.image == ""
-	msg := sprintf("%s %s of %s pods has no image; set image to the image it runs", [container_kind(c, r), label(c), r.type])
+	msg := sprintf("%s %s of %s pods has no image; set image to the image it runs", [what, label(c), r.type])
 }
 
 violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
-	some r in readable
-	some c in all_containers(r)
+	some ["", _] in names_images
+	some [r, c, what] in pod_containers
 	c.name == ""
-	msg := sprintf("%s %d of %s pods has no name; Kubernetes needs one to create the pod. Give it a DNS-1123 label such as \"%s\"", [container_kind(c, r), c.index, r.type, name_example])
+	msg := sprintf("%s %d of %s pods has no name; Kubernetes needs one to create the pod. Give it a DNS-1123 label such as \"%s\"", [what, c.index, r.type, name_example])
 }
 
-name_example := job.defaultContainer
+name_example := input.job.defaultContainer
 
-name_example := "main" if not job.defaultContainer
+name_example := "main" if not input.job.defaultContainer
 
-violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
-	some r in readable
-	some c in all_containers(r)
-	c.name != ""
-	not valid_name(c.name)
-	msg := sprintf("%s name \"%s\" of %s pods is not a DNS-1123 label, so the pod cannot be created; use lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", [container_kind(c, r), c.name, r.type, lib.max_dns_label_length])
-}
-
-valid_name(n) if {
-	count(n) <= lib.max_dns_label_length
-	regex.match(lib.dns1123_label_pattern, n)
+# Container names that are not DNS-1123 labels, each name checked once however many
+# replicas repeat it. The kind's default container name (pytorch, tensorflow, ...) is one.
+invalid_names := {n |
+	some [n, _] in names_images
+	n != ""
+	not n == input.job.defaultContainer
+	not lib.dns1123_label(n)
 }
 
 violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
+	count(invalid_names) > 0
+	some [r, c, what] in pod_containers
+	c.name in invalid_names
+	msg := sprintf("%s name \"%s\" of %s pods is not a DNS-1123 label, so the pod cannot be created; use lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", [what, c.name, r.type, max_name_length])
+}
+
+violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
 	some r in readable
-	cs := all_containers(r)
+	count(r.initContainers) + count(r.containers) > 1
+	cs := array.concat(r.initContainers, r.containers)
 	some i, c in cs
 	c.name != ""
 	some j, other in cs

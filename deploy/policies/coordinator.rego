@@ -14,30 +14,34 @@ meta := {
 	"params": {},
 }
 
-job := input.job
+kind := lib.job_kind_label(input.job)
 
-kind := lib.job_kind_label
+mpi_v2 if lib.mpi_v2beta1(input.job)
 
 # "a PyTorchJob", "an MPIJob", "an XGBoostJob".
-a_kind := concat(" ", ["an", kind]) if regex.match(`^(MPI|XGB)`, kind)
+a_kind := concat(" ", [article, kind])
 
-a_kind := concat(" ", ["a", kind]) if not regex.match(`^(MPI|XGB)`, kind)
+article := "an" if {
+	startswith(kind, "MPI")
+} else := "an" if {
+	startswith(kind, "XGB")
+} else := "a"
 
 pytorch_elastic if {
-	job.kind == "PyTorchJob"
+	input.job.kind == "PyTorchJob"
 	input.object.spec.elasticPolicy != null
 }
 
 # mpi-operator: with runLauncherAsWorker the launcher also runs ranks, so zero workers is valid.
 launcher_runs_ranks if {
-	lib.mpi_v2beta1
+	mpi_v2
 	input.object.spec.runLauncherAsWorker == true
 }
 
 # Replica types the job cannot run without.
-required contains "Launcher" if job.kind == "MPIJob"
+required contains "Launcher" if input.job.kind == "MPIJob"
 
-required contains "Master" if job.kind == "XGBoostJob"
+required contains "Master" if input.job.kind == "XGBoostJob"
 
 required contains "Worker" if pytorch_elastic
 
@@ -59,35 +63,46 @@ missing_msg := {
 # Every coordinator/launcher without replicas runs exactly one pod. Upstream rejects an unset
 # PyTorch/XGBoost Master because it never persists its defaults; writing the 1 is kinder.
 mutation contains {"op": "default", "path": lib.ptr(r.path, "replicas"), "value": 1} if {
-	some r in job.replicas
+	some r in input.job.replicas
 	r.coordinator
 	not r.replicasSet
 }
 
 violation contains {"path": r.path, "msg": msg} if {
-	some r in job.replicas
+	some r in input.job.replicas
 	not r.known
-	msg := sprintf("\"%s\" is not a %s replica type; use one of %s (keys are matched ignoring case)", [r.key, kind, concat(", ", job.allowedTypes)])
+	msg := sprintf("\"%s\" is not a %s replica type; use one of %s (keys are matched ignoring case)", [r.key, kind, concat(", ", input.job.allowedTypes)])
 }
 
-violation contains {"path": lib.ptr(job.replicaSpecsPath, t), "msg": missing_msg[t]} if {
-	lib.replica_spec_map
+violation contains {"path": lib.ptr(input.job.replicaSpecsPath, t), "msg": missing_msg[t]} if {
 	some t in required
-	not t in lib.declared_replica_types
+	not has_type(t)
+	lib.replica_specs(input.object, input.job)
+	not t in lib.declared_replica_types(input.object, input.job)
 }
 
-violation contains {"path": job.replicaSpecsPath, "msg": msg} if {
-	count(lib.replica_spec_map) == 0
+# A readable replica spec of type t (the cheap test; declared_replica_types also sees keys
+# whose spec is null or malformed).
+has_type(t) if {
+	some r in input.job.replicas
+	r.type == t
+}
+
+# No replica specs at all; an empty replica list is the cheap first test (null and malformed
+# specs are structure's to report).
+violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
+	count(input.job.replicas) == 0
+	count(lib.replica_specs(input.object, input.job)) == 0
 	count(required) == 0
-	msg := sprintf("the job has no replica specs, so it would never run a pod; add at least one of %s", [concat(", ", job.allowedTypes)])
+	msg := sprintf("the job has no replica specs, so it would never run a pod; add at least one of %s", [concat(", ", input.job.allowedTypes)])
 }
 
 violation contains {"path": lib.ptr(r.path, "replicas"), "msg": msg} if {
-	some r in job.replicas
+	some r in input.job.replicas
 	r.coordinator
 	r.replicasSet
 	r.replicas != 1
-	msg := sprintf("%s has %v replicas; %s runs exactly one %s, %s. Set replicas: 1%s", [r.type, r.replicas, a_kind, r.type, duty[job.kind], extra_pods_hint(r)])
+	msg := sprintf("%s has %v replicas; %s runs exactly one %s, %s. Set replicas: 1%s", [r.type, r.replicas, a_kind, r.type, duty[input.job.kind], extra_pods_hint(r)])
 }
 
 extra_pods_hint(r) := "" if r.role == "launcher"
@@ -110,7 +125,7 @@ extra_pods_hint(r) := "" if {
 }
 
 violation contains {"path": lib.ptr(r.path, "replicas"), "msg": msg} if {
-	some r in job.replicas
+	some r in input.job.replicas
 	r.known
 	not r.coordinator
 	r.replicasSet
@@ -125,21 +140,22 @@ zero_allowed(r) if {
 	r.replicas == 0
 }
 
-zero_reason := "the mpi-operator rejects it unless spec.runLauncherAsWorker is true" if lib.mpi_v2beta1
+zero_reason := "the mpi-operator rejects it unless spec.runLauncherAsWorker is true" if mpi_v2
 
 zero_reason := "an MPIJob with no workers has no hosts to run on" if {
-	job.kind == "MPIJob"
-	not lib.mpi_v2beta1
+	input.job.kind == "MPIJob"
+	not mpi_v2
 }
 
-zero_reason := "with 0 the training operator keeps creating and deleting a pod, upstream #1709" if job.kind != "MPIJob"
+zero_reason := "with 0 the training operator keeps creating and deleting a pod, upstream #1709" if input.job.kind != "MPIJob"
 
 # The MPI operators default an unset Worker count to 0, not 1: say what was meant.
 violation contains {"path": lib.ptr(r.path, "replicas"), "msg": msg} if {
-	job.kind == "MPIJob"
-	some r in job.replicas
+	input.job.kind == "MPIJob"
+	some r in input.job.replicas
 	r.type == "Worker"
-	lib.replica_field_of(r, "replicas") == null
+	not r.replicasSet
+	object.get(lib.replica_spec_of(r), "replicas", null) == null
 	msg := sprintf("Worker replicas is not set; the MPI operator defaults it to 0 (no worker pods), not 1. Set replicas to the number of worker pods%s", [zero_workers_hint])
 }
 
@@ -147,16 +163,16 @@ zero_workers_hint := " (0 if the launcher is the only worker)" if launcher_runs_
 
 zero_workers_hint := "" if not launcher_runs_ranks
 
-violation contains {"path": job.replicaSpecsPath, "msg": msg} if {
-	job.kind == "TFJob"
-	keys := [r.key | some r in job.replicas; r.type in {"Chief", "Master"}]
+violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
+	input.job.kind == "TFJob"
+	keys := [r.key | some r in input.job.replicas; r.type in {"Chief", "Master"}]
 	count(keys) > 1
 	msg := sprintf("a TFJob may have only one of Chief and Master (Master is an alias of Chief), found %s; keep one of them", [concat(" and ", keys)])
 }
 
 violation contains {"path": r.path, "msg": msg} if {
 	pytorch_elastic
-	some r in job.replicas
+	some r in input.job.replicas
 	r.type == "Master"
 	msg := "an elastic PyTorchJob must not have a Master: with spec.elasticPolicy the workers rendezvous among themselves at <job>-worker-0 and only Worker is scaled between minReplicas and maxReplicas, so a Master is an extra node outside that range. Move its pod to Worker, or remove spec.elasticPolicy"
 }

@@ -22,15 +22,13 @@ meta := {
 
 params := data.params.gang_scheduling
 
-multi_pod if input.job.totalPods > 1
-
 # Kueue admits all pod sets of a workload at once, so a Kueue-queued job is a gang already.
 needs_scheduler if {
-	multi_pod
-	not lib.kueue_managed
+	input.job.totalPods > 1
+	not lib.kueue_managed(input.object)
 }
 
-scheduling_policy := object.get(lib.run_policy, "schedulingPolicy", {})
+scheduling_policy := object.get(lib.run_policy(input.object), "schedulingPolicy", {})
 
 min_available_path := "/spec/runPolicy/schedulingPolicy/minAvailable"
 
@@ -41,27 +39,40 @@ gang_size := n if {
 	n := min + sum([r.replicas | some r in input.job.replicas; r.role != "worker"])
 } else := input.job.totalPods
 
-mutation contains {"op": "default", "path": lib.ptr(r.podSpecPath, "schedulerName"), "value": params.scheduler} if {
+# minAvailable can be written where runPolicy and its schedulingPolicy are absent, null or
+# objects; under anything else the default could not be applied and the request would be
+# refused for it (run_policy refuses a runPolicy that is not an object).
+min_available_writable if object.get(input.object, ["spec", "runPolicy"], null) == null
+
+min_available_writable if {
+	is_object(input.object.spec.runPolicy)
+	lib.writable_object_field(input.object.spec.runPolicy, "schedulingPolicy")
+}
+
+mutation contains {"op": "default", "path": concat("", [r.podSpecPath, "/schedulerName"]), "value": params.scheduler} if {
 	needs_scheduler
 	some r in input.job.replicas
 	not r.schedulerName
 }
 
-mutation contains {"op": "default", "path": min_available_path, "value": gang_size} if needs_scheduler
-
-violation contains {"path": lib.ptr(r.podSpecPath, "schedulerName"), "msg": msg} if {
+mutation contains {"op": "default", "path": min_available_path, "value": gang_size} if {
 	needs_scheduler
-	some r in input.job.replicas
-	not r.schedulerName
-	msg := sprintf("%s pods name no scheduler; a %d-pod job needs a gang scheduler (one of %v) or the kueue.x-k8s.io/queue-name label", [r.type, input.job.totalPods, params.gangSchedulers])
+	min_available_writable
 }
 
-violation contains {"path": lib.ptr(r.podSpecPath, "schedulerName"), "msg": msg} if {
+violation contains {"path": concat("", [r.podSpecPath, "/schedulerName"]), "msg": msg} if {
 	needs_scheduler
 	some r in input.job.replicas
+	msg := scheduler_problem(r)
+}
+
+scheduler_problem(r) := sprintf("%s pods name no scheduler; a %v-pod job needs a gang scheduler (one of %v) or the kueue.x-k8s.io/queue-name label", [r.type, input.job.totalPods, params.gangSchedulers]) if {
+	not r.schedulerName
+}
+
+scheduler_problem(r) := sprintf("scheduler \"%s\" does not gang-schedule; this %v-pod job could start partly and deadlock. Use one of %v, or queue it with Kueue (label kueue.x-k8s.io/queue-name)", [r.schedulerName, input.job.totalPods, params.gangSchedulers]) if {
 	r.schedulerName
 	not r.schedulerName in params.gangSchedulers
-	msg := sprintf("scheduler \"%s\" does not gang-schedule; this %d-pod job could start partly and deadlock. Use one of %v, or queue it with Kueue (label kueue.x-k8s.io/queue-name)", [r.schedulerName, input.job.totalPods, params.gangSchedulers])
 }
 
 violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
@@ -73,18 +84,18 @@ violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
 violation contains {"path": min_available_path, "msg": msg} if {
 	min := scheduling_policy.minAvailable
 	min < 1
-	msg := sprintf("minAvailable is %d; it must be at least 1", [min])
+	msg := sprintf("minAvailable is %v; it must be at least 1", [min])
 }
 
 violation contains {"path": min_available_path, "msg": msg} if {
 	min := scheduling_policy.minAvailable
 	min > input.job.totalPods
-	msg := sprintf("minAvailable is %d but the job has only %d pods; the gang could never be scheduled", [min, input.job.totalPods])
+	msg := sprintf("minAvailable is %v but the job has only %v pods; the gang could never be scheduled", [min, input.job.totalPods])
 }
 
 violation contains {"path": "/spec/runPolicy/schedulingPolicy/queue", "msg": msg} if {
 	count(params.allowedQueues) > 0
 	queue := scheduling_policy.queue
 	not queue in params.allowedQueues
-	msg := sprintf("queue \"%s\" is not one of the allowed queues %v", [queue, params.allowedQueues])
+	msg := sprintf("queue %s is not one of the allowed queues %v", [lib.shown(queue), params.allowedQueues])
 }

@@ -9,8 +9,6 @@ package gangplank.policies.gpu_uniformity
 
 import rego.v1
 
-import data.gangplank.lib
-
 meta := {
 	"title": "Uniform GPUs per pod",
 	"description": "Replicas that use GPUs must ask for the same number of whole GPUs and of MIG slices per pod; the message names each replica type with its GPUs (or MIG slices) per pod and its pod count. The action decides whether that is refused or a warning.",
@@ -26,13 +24,12 @@ params := data.params.gpu_uniformity
 # GPU replicas in the order the manifest lists them.
 compared := [r |
 	some r in input.job.replicas
-	lib.devices_per_pod(r) > 0
-	not ignored(r)
+	r.gpusPerPod + r.migSlicesPerPod > 0
+	not r.role in params.ignoredRoles
 ]
 
-ignored(r) if r.role in params.ignoredRoles
-
 violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
+	count(compared) > 1
 	count({[r.gpusPerPod, r.migSlicesPerPod] | some r in compared}) > 1
 	listing := concat(", ", [sprintf("%s %s × %v", [r.type, devices(r), plural(r.replicas, "pod")]) | some r in compared])
 	msg := sprintf("replicas that use GPUs ask for different GPUs per pod: %s. Data-parallel ranks step in lockstep, so the job would run at the pace of the smallest pods, and one nprocPerNode cannot fit them all; give every GPU replica the same nvidia.com/gpu (or nvidia.com/mig-*) limits", [listing])

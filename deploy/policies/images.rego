@@ -24,13 +24,8 @@ meta := {
 
 params := data.params.images
 
-# [replica, container, what] for every container and init container of every replica.
-images contains [r, c, "container"] if {
-	some r in input.job.replicas
-	some c in r.containers
-}
-
-images contains [r, c, "init container"] if {
+# Every image the job runs, each once however many containers run it.
+all_images := {c.image | some r in input.job.replicas; some c in r.containers} | {c.image |
 	some r in input.job.replicas
 	some c in r.initContainers
 }
@@ -41,11 +36,21 @@ exempt(image) if {
 }
 
 # Images that need a digest. An empty image is the containers policy's to report.
-unpinned contains [r, c, what] if {
-	some [r, c, what] in images
-	c.image != ""
-	not lib.image_pinned(c.image)
-	not exempt(c.image)
+unpinned_images := {image |
+	some image in all_images
+	image != ""
+	not lib.image_pinned(image)
+	not exempt(image)
+}
+
+# [replica, container, what] for the containers and init containers that run an unpinned
+# image; built only when there is one. A list: a set would compare whole replica and
+# container objects on every insert.
+unpinned := array.concat(
+	[[r, c, "container"] | some r in input.job.replicas; some c in r.containers; c.image in unpinned_images],
+	[[r, c, "init container"] | some r in input.job.replicas; some c in r.initContainers; c.image in unpinned_images],
+) if {
+	count(unpinned_images) > 0
 }
 
 # The digest a resolver found for an image written without one.

@@ -18,15 +18,15 @@ path := "/spec/runPolicy/managedBy"
 
 managed_by(obj) := object.get(obj, ["spec", "runPolicy", "managedBy"], null)
 
-controller := "mpi-operator" if lib.mpi_v2beta1
-
-controller := "training-operator" if not lib.mpi_v2beta1
+controller := "mpi-operator" if {
+	lib.mpi_v2beta1(input.job)
+} else := "training-operator"
 
 violation contains {"path": path, "msg": msg} if {
 	value := managed_by(input.object)
 	value != null
 	not value in input.job.managedByAllowed
-	msg := sprintf("managedBy %s is not supported for %s, so no controller would run the job; use one of %s, or remove it to let the %s run the job", [lib.shown(value), lib.job_kind_label, concat(", ", input.job.managedByAllowed), controller])
+	msg := sprintf("managedBy %s is not supported for %s, so no controller would run the job; use one of %s, or remove it to let the %s run the job", [lib.shown(value), lib.job_kind_label(input.job), concat(", ", input.job.managedByAllowed), controller])
 }
 
 violation contains {"path": path, "msg": msg} if {

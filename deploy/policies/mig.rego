@@ -69,40 +69,49 @@ profile(r) := q if {
 	not q.profile in {"", "none"}
 }
 
-# [replica, container, raw container, what] for containers and init containers.
-containers contains [r, c, raw, "container"] if {
+# The cheap first test of every profile rule: some template has the annotation, or there is
+# a default profile. Without it, known_profiles (the whole table) is never built.
+profiles_requested if {
 	some r in input.job.replicas
-	some c in r.containers
-	raw := lib.raw_container(r, c)
+	r.annotations[annotation]
 }
 
-containers contains [r, c, raw, "init container"] if {
-	some r in input.job.replicas
-	some c in r.initContainers
-	raw := lib.raw_init_container(r, c)
-}
+profiles_requested if params.defaultProfile != ""
 
-# JobView leaves an unset side null.
-request_of(g) := object.get(g, "request", null)
+# [replica, container, what, resource] for every GPU-like resource (JobView gpuResources,
+# request and limit null when unset) of every container and init container. A list: a set
+# would compare whole replica and container objects on every insert.
+gpu_resources := array.concat(
+	[[r, c, "container", g] | some r in input.job.replicas; some c in r.containers; some g in c.gpuResources],
+	[[r, c, "init container", g] | some r in input.job.replicas; some c in r.initContainers; some g in c.gpuResources],
+)
 
-limit_of(g) := object.get(g, "limit", null)
+# The container or init container c as written.
+raw_container(r, c, "container") := lib.raw_container(r, c)
+
+raw_container(r, c, "init container") := lib.raw_init_container(r, c)
 
 # Where a resource is written: the limit when there is one, else the request.
-resource_path(c, g) := lib.ptrs(c.path, ["resources", "limits", g.name]) if limit_of(g) != null
+resource_path(c, g) := lib.ptrs(c.path, ["resources", "limits", g.name]) if g.limit != null
 
-resource_path(c, g) := lib.ptrs(c.path, ["resources", "requests", g.name]) if limit_of(g) == null
+resource_path(c, g) := lib.ptrs(c.path, ["resources", "requests", g.name]) if g.limit == null
+
+# What the container gets: the limit, else the request.
+count_of(g) := g.limit if g.limit != null
+
+count_of(g) := g.request if g.limit == null
 
 # --- mutation -----------------------------------------------------------------------------
 
 mutation contains intent if {
-	some [r, c, raw, _] in containers
+	profiles_requested
+	some [r, c, what, g] in gpu_resources
+	g.name == whole_gpu
 	q := profile(r)
 	q.profile in known_profiles
-	some g in c.gpuResources
-	g.name == whole_gpu
-	request_of(g) in {null, 1}
-	limit_of(g) in {null, 1}
-	resources := raw.resources
+	g.request in {null, 1}
+	g.limit in {null, 1}
+	resources := raw_container(r, c, what).resources
 	is_object(resources)
 	some side in ["requests", "limits"]
 	value := resources[side][whole_gpu]
@@ -115,6 +124,7 @@ mutation contains intent if {
 # --- validation ---------------------------------------------------------------------------
 
 violation contains {"path": q.path, "msg": msg} if {
+	profiles_requested
 	some r in input.job.replicas
 	q := profile(r)
 	q.from == "annotation"
@@ -123,57 +133,52 @@ violation contains {"path": q.path, "msg": msg} if {
 }
 
 violation contains {"path": "", "msg": msg} if {
-	some r in lib.gpu_replicas
+	profiles_requested
+	some r in input.job.replicas
 	q := profile(r)
 	q.from == "default"
+	lib.uses_gpus(r)
 	not q.profile in known_profiles
 	msg := sprintf("the cluster's default MIG profile \"%s\" (mig parameter defaultProfile) is not a known profile; ask the platform team to fix it, or annotate the templates with %s: none to use whole GPUs", [q.profile, annotation])
 }
 
 violation contains {"path": resource_path(c, g), "msg": msg} if {
-	some [r, c, _, what] in containers
-	some g in c.gpuResources
+	some [r, c, what, g] in gpu_resources
 	startswith(g.name, "nvidia.com/mig-")
 	not g.name in known_resources
 	msg := sprintf("%s in %s \"%s\" (%s) is not the resource of any known MIG profile, so no node offers it and the pod would stay Pending. Use nvidia.com/mig-<profile> (\"+\" written as \".\") with one of: %s", [g.name, what, c.name, r.type, known_list])
 }
 
 violation contains {"path": concat("", [c.path, "/resources"]), "msg": msg} if {
-	some [r, c, _, what] in containers
-	slices := c.migSlices
-	slices > 1
-	msg := sprintf("%s \"%s\" (%s) asks for %v MIG slices; MIG slices have no NVLink/P2P or CUDA IPC between them, so NCCL across them falls back to shared memory or the network. Ask for one slice per container (nvidia.com/mig-<profile>: 1), or for whole GPUs", [what, c.name, r.type, slices])
+	some [r, c, what, _] in gpu_resources
+	c.migSlices > 1
+	msg := sprintf("%s \"%s\" (%s) asks for %v MIG slices; MIG slices have no NVLink/P2P or CUDA IPC between them, so NCCL across them falls back to shared memory or the network. Ask for one slice per container (nvidia.com/mig-<profile>: 1), or for whole GPUs", [what, c.name, r.type, c.migSlices])
 }
 
 violation contains {"path": resource_path(c, g), "msg": msg} if {
-	some [r, c, _, what] in containers
-	q := profile(r)
-	q.profile in known_profiles
-	some g in c.gpuResources
+	profiles_requested
+	some [r, c, what, g] in gpu_resources
 	g.name == whole_gpu
 	n := count_of(g)
 	n > 1
+	q := profile(r)
+	q.profile in known_profiles
 	msg := sprintf("%s \"%s\" (%s) asks for %v GPUs, but %s runs on MIG slices of profile %s and only single-GPU containers are translated: MIG slices have no NVLink/P2P, so a multi-GPU container cannot use them well. Ask for nvidia.com/gpu: 1, or set the template annotation %s: none to keep whole GPUs", [what, c.name, r.type, n, r.type, q.profile, annotation])
 }
 
+# Extended resources: request == limit. One pass for both findings (the request differs
+# from the limit, or has none).
 violation contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
-	some [r, c, _, what] in containers
-	some g in c.gpuResources
-	request_of(g) != null
-	limit_of(g) != null
-	request_of(g) != limit_of(g)
-	msg := sprintf("%s request %v differs from its limit %v in %s \"%s\" (%s); extended resources cannot be overcommitted, so the request must equal the limit. Set both to the same count (or give only the limit: it is copied into the request)", [g.name, request_of(g), limit_of(g), what, c.name, r.type])
+	some [r, c, what, g] in gpu_resources
+	g.request != null
+	g.request != g.limit
+	msg := request_limit_msg(g, sprintf("%s \"%s\" (%s)", [what, c.name, r.type]))
 }
 
-violation contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
-	some [r, c, _, what] in containers
-	some g in c.gpuResources
-	request_of(g) != null
-	limit_of(g) == null
-	msg := sprintf("%s is requested (%v) without a limit in %s \"%s\" (%s); extended resources need a limit equal to the request. Add limits.%s: %v (or move it from requests to limits)", [g.name, request_of(g), what, c.name, r.type, g.name, request_of(g)])
+request_limit_msg(g, where) := sprintf("%s request %v differs from its limit %v in %s; extended resources cannot be overcommitted, so the request must equal the limit. Set both to the same count (or give only the limit: it is copied into the request)", [g.name, g.request, g.limit, where]) if {
+	g.limit != null
 }
 
-# What the container gets: the limit, else the request.
-count_of(g) := limit_of(g) if limit_of(g) != null
-
-count_of(g) := request_of(g) if limit_of(g) == null
+request_limit_msg(g, where) := sprintf("%s is requested (%v) without a limit in %s; extended resources need a limit equal to the request. Add limits.%s: %v (or move it from requests to limits)", [g.name, g.request, where, g.name, g.request]) if {
+	g.limit == null
+}

@@ -14,12 +14,12 @@ meta := {
 	"params": {},
 }
 
+# The spec of a v2beta1 MPIJob; undefined for every other kind, so each rule below stops at
+# its first line. A field counts as set when it is present and not null.
 spec := input.object.spec if {
-	lib.mpi_v2beta1
+	lib.mpi_v2beta1(input.job)
 	is_object(input.object.spec)
 }
-
-set(field) := spec[field] if spec[field] != null
 
 enums := {
 	"mpiImplementation": ["OpenMPI", "Intel", "MPICH"],
@@ -32,7 +32,8 @@ defaults := {
 }
 
 violation contains {"path": "/spec/slotsPerWorker", "msg": msg} if {
-	value := set("slotsPerWorker")
+	value := spec.slotsPerWorker
+	value != null
 	not whole_non_negative(value)
 	msg := sprintf("slotsPerWorker is %s; it must be a whole number of 0 or more: the MPI slots (processes) per worker in the hostfile, usually its GPU count. Remove it for the default 1", [lib.shown(value)])
 }
@@ -44,20 +45,23 @@ whole_non_negative(n) if {
 }
 
 violation contains {"path": concat("/", ["/spec", field]), "msg": msg} if {
+	spec
 	some field, values in enums
-	value := set(field)
+	value := spec[field]
+	value != null
 	not value in values
 	msg := sprintf("%s %s is not supported; use one of %s%s, or remove it for the default %s", [field, lib.shown(value), concat(", ", values), case_hint(value, values), defaults[field]])
 }
 
-case_hint(v, values) := sprintf(" (did you mean \"%s\"?)", [a]) if {
+case_hint(v, values) := sprintf(" (did you mean \"%s\"?)", [by_lower[lower(v)]]) if {
 	is_string(v)
-	some a in values
-	lower(a) == lower(v)
+	by_lower := {lower(x): x | some x in values}
+	by_lower[lower(v)]
 } else := ""
 
 violation contains {"path": "/spec/sshAuthMountPath", "msg": msg} if {
-	value := set("sshAuthMountPath")
+	value := spec.sshAuthMountPath
+	value != null
 	not non_empty_string(value)
 	msg := sprintf("sshAuthMountPath is %s; the SSH key secret has to be mounted somewhere. Remove it for the default /root/.ssh, or set the .ssh directory of the user the containers run as, e.g. /home/mpiuser/.ssh", [empty_shown(value)])
 }

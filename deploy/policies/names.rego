@@ -15,7 +15,8 @@ meta := {
 	"params": {},
 }
 
-max_len := lib.max_dns_label_length
+# Longest DNS label: job, pod and Service names.
+max_len := 63
 
 generated := input.job.nameGenerated
 
@@ -49,6 +50,7 @@ violation contains {"path": "/metadata/name", "msg": msg} if {
 violation contains {"path": "/metadata/name", "msg": msg} if {
 	is_string(name)
 	name != ""
+	not lib.dns1035_label(name)
 	reasons := [why | some check in name_checks; not check.ok; why := check.why]
 	count(reasons) > 0
 	msg := sprintf("\"%s\" is not a DNS-1035 label: %s. The operator names Services and pods after the job, so rename it, e.g. \"%s\"", [name, concat("; ", reasons), suggestion(name)])
@@ -79,8 +81,16 @@ letter_prefix(s) := ["job"] if not regex.match(`^[a-z]`, s)
 
 violation contains {"path": "/metadata/generateName", "msg": msg} if {
 	is_string(prefix)
-	not regex.match(`^[a-z][-a-z0-9]*$`, prefix)
+	not dns1035_prefix(prefix)
 	msg := sprintf("generateName \"%s\" cannot produce a DNS-1035 label: the prefix must start with a lowercase letter and contain only lowercase letters, digits and '-' (5 random characters are appended), e.g. \"%s-\"", [prefix, suggestion(prefix)])
+}
+
+# A prefix of a DNS-1035 label (^[a-z][-a-z0-9]*$): a letter first, then letters, digits and
+# '-'.
+dns1035_prefix(p) if {
+	trim_left(substring(p, 0, 1), "abcdefghijklmnopqrstuvwxyz") == ""
+	p != ""
+	trim(p, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
 }
 
 # Suffix the operator appends for the longest pod or Service of replica r. The MPI launcher
@@ -96,7 +106,15 @@ suffix(r) := trim_prefix(r.lastPodName, input.job.name) if {
 
 longest := max({[count(s), s] | some r in input.job.replicas; s := suffix(r)})
 
+# A cheap first test: the JobView's last pod names are input.job.name (the effective name)
+# plus at least the suffix, so no violation is possible unless one is too long.
+pod_name_too_long if {
+	some r in input.job.replicas
+	count(r.lastPodName) > max_len
+}
+
 violation contains {"path": name_path, "msg": msg} if {
+	pod_name_too_long
 	is_string(effective_name)
 	count(effective_name) + longest[0] > max_len
 	pod := concat("", [effective_name, longest[1]])

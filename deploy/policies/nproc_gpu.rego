@@ -32,12 +32,15 @@ nproc := {"value": v, "path": "/spec/nprocPerNode"} if {
 	v != null
 }
 
+gpu_replicas := lib.gpu_replicas(input.job)
+
 violation contains {"path": nproc.path, "msg": msg} if {
 	n := lib.whole_number(nproc.value)
-	some r in lib.gpu_replicas
-	devices := lib.devices_per_pod(r)
+	some r in input.job.replicas
+	devices := r.gpusPerPod + r.migSlicesPerPod
+	devices > 0
 	devices != n
-	msg := sprintf("nprocPerNode is %s but each %s pod has %s: %s. Set nprocPerNode to \"%v\" (or \"auto\", one process per GPU)", [lib.shown_value(nproc.value), r.type, plural(devices, "GPU"), effect(n, devices), devices])
+	msg := sprintf("nprocPerNode is %s but each %s pod has %s: %s. Set nprocPerNode to \"%v\" (or \"auto\", one process per GPU)", [lib.shown(nproc.value), r.type, plural(devices, "GPU"), effect(n, devices), devices])
 }
 
 effect(n, devices) := sprintf("torchrun starts %s and %s idle", [plural(n, "process"), idle(devices - n)]) if n < devices
@@ -56,13 +59,13 @@ plural_word := {"GPU": "GPUs", "process": "processes"}
 
 violation contains {"path": nproc.path, "msg": msg} if {
 	nproc.value == "gpu"
-	count(lib.gpu_replicas) == 0
+	count(gpu_replicas) == 0
 	msg := "nprocPerNode is \"gpu\" but no replica asks for GPUs: torchrun starts one process per visible CUDA device, finds none, and starts no training process. Set nprocPerNode to a number of processes (e.g. \"1\") or \"cpu\", or give the pods nvidia.com/gpu limits"
 }
 
 violation contains {"path": nproc.path, "msg": msg} if {
 	nproc.value == "gpu"
-	count(lib.gpu_replicas) > 0
+	count(gpu_replicas) > 0
 	some r in input.job.replicas
 	lib.devices_per_pod(r) == 0
 	msg := sprintf("nprocPerNode is \"gpu\" but %s pods have no GPUs: torchrun there finds no CUDA device and starts no training process. Give %s the same nvidia.com/gpu limit as the other replicas, or set nprocPerNode to a number", [r.type, r.type])

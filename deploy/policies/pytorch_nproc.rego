@@ -5,6 +5,8 @@ package gangplank.policies.pytorch_nproc
 
 import rego.v1
 
+import data.gangplank.lib
+
 meta := {
 	"title": "PyTorchJob processes per node",
 	"description": "spec.elasticPolicy.nProcPerNode is deprecated (a warning, as upstream); setting it together with spec.nprocPerNode is refused (upstream Forbidden); spec.nprocPerNode must be auto, cpu, gpu or a positive whole number as a string.",
@@ -33,13 +35,13 @@ warning contains {"path": legacy_path, "msg": "spec.elasticPolicy.nProcPerNode i
 violation contains {"path": legacy_path, "msg": msg} if {
 	legacy
 	nproc
-	msg := sprintf("must not be used with spec.nprocPerNode (%s); remove spec.elasticPolicy.nProcPerNode, it is deprecated", [shown(nproc)])
+	msg := sprintf("must not be used with spec.nprocPerNode (%s); remove spec.elasticPolicy.nProcPerNode, it is deprecated", [lib.shown(nproc)])
 }
 
 violation contains {"path": legacy_path, "msg": msg} if {
 	legacy
 	not whole_positive(legacy)
-	msg := sprintf("nProcPerNode is %s; it must be a whole number of at least 1. Better, remove it and set spec.nprocPerNode (e.g. \"4\")", [shown(legacy)])
+	msg := sprintf("nProcPerNode is %s; it must be a whole number of at least 1. Better, remove it and set spec.nprocPerNode (e.g. \"4\")", [lib.shown(legacy)])
 }
 
 whole_positive(n) if {
@@ -49,22 +51,25 @@ whole_positive(n) if {
 }
 
 violation contains {"path": nproc_path, "msg": msg} if {
-	not is_string(nproc)
 	nproc
+	not is_string(nproc)
 	msg := sprintf("nprocPerNode must be a string; write it quoted, e.g. nprocPerNode: \"%v\"", [nproc])
 }
 
 violation contains {"path": nproc_path, "msg": msg} if {
 	is_string(nproc)
 	not nproc in {"auto", "cpu", "gpu"}
-	not regex.match(`^[1-9][0-9]*$`, nproc)
+	not positive_whole_string(nproc)
 	msg := sprintf("nprocPerNode \"%s\" is not valid; use \"auto\", \"cpu\", \"gpu\" or a positive whole number of processes per pod as a string, e.g. \"8\"%s", [nproc, case_hint(nproc)])
+}
+
+# ^[1-9][0-9]*$: digits only, no leading zero.
+positive_whole_string(s) if {
+	s != ""
+	not startswith(s, "0")
+	trim(s, "0123456789") == ""
 }
 
 case_hint(s) := sprintf(" (did you mean \"%s\"?)", [lower(s)]) if lower(s) in {"auto", "cpu", "gpu"}
 
 case_hint(s) := "" if not lower(s) in {"auto", "cpu", "gpu"}
-
-shown(v) := sprintf("\"%s\"", [v]) if is_string(v)
-
-shown(v) := sprintf("%v", [v]) if not is_string(v)

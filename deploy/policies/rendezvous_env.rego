@@ -29,9 +29,20 @@ meta := {
 
 params := data.params.rendezvous_env
 
+# ownedEnv read once per evaluation: a name is owned when it is listed, or matches one of its
+# globs. The usual list has no glob: one test of the joined list finds that, instead of one
+# test per pattern.
+owned_strings := [p | some p in params.ownedEnv; is_string(p)]
+
+owned_globs := [p | some p in owned_strings; lib.is_glob(p)] if {
+	lib.is_glob(concat(" ", owned_strings))
+} else := []
+
+owned(name) if name in owned_strings
+
 owned(name) if {
-	some p in params.ownedEnv
-	lib.name_matches(p, name)
+	some p in owned_globs
+	glob.match(p, null, name)
 }
 
 usable(e) if {
@@ -59,8 +70,10 @@ mutation contains {"op": "merge", "path": concat("", [c.path, "/env"]), "value":
 }
 
 violation contains {"path": sprintf("%s/env/%d", [c.path, i]), "msg": msg} if {
+	count(owned_set) > 0
 	some r in input.job.replicas
 	some c in r.containers
+	sets_owned(c)
 	env := lib.raw_container(r, c).env
 	is_array(env)
 	some i, e in env
@@ -69,4 +82,16 @@ violation contains {"path": sprintf("%s/env/%d", [c.path, i]), "msg": msg} if {
 	is_string(name)
 	owned(name)
 	msg := sprintf("%s is one of the variables the training operator sets from the replica specs (ownedEnv) and appends to the containers it starts; the copy set by hand in container \"%s\" (%s) is a duplicate, and one of the two is silently ignored. Remove it; to change the rendezvous, change the replica specs, elasticPolicy or nprocPerNode", [name, c.name, r.type])
+}
+
+# The cheap first test: the owned variables among the env names of every container (JobView
+# envNames), each name tested once however many containers set it.
+owned_set := {name |
+	some name in {n | some r in input.job.replicas; some c in r.containers; some n in c.envNames}
+	owned(name)
+}
+
+sets_owned(c) if {
+	some name in c.envNames
+	name in owned_set
 }

@@ -13,24 +13,41 @@ meta := {
 	"params": {},
 }
 
-allowed := ["Never", "OnFailure"] if lib.mpi_v2beta1
+mpi_v2 if lib.mpi_v2beta1(input.job)
 
-allowed := ["Always", "OnFailure", "Never", "ExitCode"] if not lib.mpi_v2beta1
+allowed := ["Never", "OnFailure"] if mpi_v2
+
+allowed := ["Always", "OnFailure", "Never", "ExitCode"] if not mpi_v2
 
 violation contains {"path": lib.ptr(r.path, "restartPolicy"), "msg": msg} if {
 	some r in input.job.replicas
-	value := lib.replica_field_of(r, "restartPolicy")
+	value := declared(r)
 	value != null
-	value != ""
 	not value in allowed
-	msg := sprintf("restartPolicy %s is not supported for %s %s pods; use one of %s%s", [lib.shown(value), lib.job_kind_label, r.type, concat(", ", allowed), hint(value)])
+	msg := sprintf("restartPolicy %s is not supported for %s %s pods; use one of %s%s", [lib.shown(value), lib.job_kind_label(input.job), r.type, concat(", ", allowed), hint(value)])
 }
 
-hint(v) := sprintf(" (did you mean \"%s\"?)", [a]) if {
+# The restartPolicy written on replica r; unset and "" mean the kind's default. JobView has
+# the declared strings; any other type (reported by structure too) is read as written.
+declared(r) := r.restartPolicy if {
+	r.restartPolicySet
+	r.restartPolicy != ""
+}
+
+declared(r) := value if {
+	not r.restartPolicySet
+	value := object.get(lib.replica_spec_of(r), "restartPolicy", null)
+	value != null
+	not is_string(value)
+}
+
+# The allowed values by their lower-case spelling, for "did you mean".
+allowed_by_lower := {lower(a): a | some a in allowed}
+
+hint(v) := sprintf(" (did you mean \"%s\"?)", [allowed_by_lower[lower(v)]]) if {
 	is_string(v)
-	some a in allowed
-	lower(a) == lower(v)
+	allowed_by_lower[lower(v)]
 } else := "; the mpi-operator runs the launcher as a batch Job, which only supports these" if {
-	lib.mpi_v2beta1
+	mpi_v2
 	v in {"Always", "ExitCode"}
 } else := ""

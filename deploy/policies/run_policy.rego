@@ -41,15 +41,12 @@ count_fields := ["backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinish
 
 # spec.runPolicy as written: an object, {} when absent or null, undefined when malformed.
 run_policy := rp if {
-	is_object(input.object.spec)
-	rp := object.get(input.object.spec, "runPolicy", null)
+	rp := input.object.spec.runPolicy
 	is_object(rp)
 } else := {} if {
 	is_object(input.object.spec)
 	object.get(input.object.spec, "runPolicy", null) == null
 }
-
-unset(field) if object.get(run_policy, field, null) == null
 
 # kubeflow.org/v1 MPIJob keeps a legacy spec.cleanPodPolicy that the operator syncs with
 # runPolicy.cleanPodPolicy (runPolicy wins).
@@ -75,14 +72,14 @@ clean_pod_policy_default := legacy_clean_pod_policy if {
 	params.cleanPodPolicy != ""
 }
 
-mutation contains {"op": "default", "path": lib.ptr(run_policy_path, "cleanPodPolicy"), "value": value} if {
-	unset("cleanPodPolicy")
+mutation contains {"op": "default", "path": "/spec/runPolicy/cleanPodPolicy", "value": value} if {
+	object.get(run_policy, "cleanPodPolicy", null) == null
 	value := clean_pod_policy_default
 }
 
-mutation contains {"op": "default", "path": lib.ptr(run_policy_path, field), "value": value} if {
+mutation contains {"op": "default", "path": concat("/", [run_policy_path, field]), "value": value} if {
 	some field in ["backoffLimit", "ttlSecondsAfterFinished"]
-	unset(field)
+	object.get(run_policy, field, null) == null
 	value := params[field]
 	is_number(value)
 }
@@ -90,64 +87,65 @@ mutation contains {"op": "default", "path": lib.ptr(run_policy_path, field), "va
 # --- validation ---------------------------------------------------------------------------
 
 violation contains {"path": run_policy_path, "msg": msg} if {
-	is_object(input.object.spec)
-	rp := object.get(input.object.spec, "runPolicy", null)
+	rp := input.object.spec.runPolicy
 	rp != null
 	not is_object(rp)
-	msg := sprintf("runPolicy must be an object (cleanPodPolicy, backoffLimit, ttlSecondsAfterFinished, ...), got %s; write it as a map or remove it", [lib.shown_value(rp)])
+	msg := sprintf("runPolicy must be an object (cleanPodPolicy, backoffLimit, ttlSecondsAfterFinished, ...), got %s; write it as a map or remove it", [lib.shown(rp)])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, "cleanPodPolicy"), "msg": msg} if {
+violation contains {"path": "/spec/runPolicy/cleanPodPolicy", "msg": msg} if {
 	v := run_policy.cleanPodPolicy
 	v != null
 	not v in clean_pod_policies
-	msg := sprintf("cleanPodPolicy %s is not one of None, Running, All; use Running to delete the pods still running when the job finishes (None leaves them holding their GPUs)", [lib.shown_value(v)])
+	msg := sprintf("cleanPodPolicy %s is not one of None, Running, All; use Running to delete the pods still running when the job finishes (None leaves them holding their GPUs)", [lib.shown(v)])
 }
 
 violation contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	v := legacy_clean_pod_policy
+	v != null
 	not v in clean_pod_policies
-	msg := sprintf("the legacy spec.cleanPodPolicy %s is not one of None, Running, All; remove it and set spec.runPolicy.cleanPodPolicy instead (e.g. Running)", [lib.shown_value(v)])
+	msg := sprintf("the legacy spec.cleanPodPolicy %s is not one of None, Running, All; remove it and set spec.runPolicy.cleanPodPolicy instead (e.g. Running)", [lib.shown(v)])
 }
 
 warning contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	legacy := legacy_clean_pod_policy
+	legacy != null
 	current := run_policy.cleanPodPolicy
 	current != null
 	legacy != current
-	msg := sprintf("the legacy spec.cleanPodPolicy %s is ignored: the operator uses spec.runPolicy.cleanPodPolicy %s and overwrites the legacy field with it; remove spec.cleanPodPolicy", [lib.shown_value(legacy), lib.shown_value(current)])
+	msg := sprintf("the legacy spec.cleanPodPolicy %s is ignored: the operator uses spec.runPolicy.cleanPodPolicy %s and overwrites the legacy field with it; remove spec.cleanPodPolicy", [lib.shown(legacy), lib.shown(current)])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
+violation contains {"path": concat("/", [run_policy_path, field]), "msg": msg} if {
 	some field in count_fields
 	v := run_policy[field]
 	v != null
-	not is_whole(v)
-	msg := sprintf("%s must be a whole number of %s, got %s", [field, unit[field], lib.shown_value(v)])
+	msg := count_problem(field, v)
 }
 
-violation contains {"path": lib.ptr(run_policy_path, field), "msg": msg} if {
-	some field in count_fields
-	v := run_policy[field]
+count_problem(field, v) := sprintf("%s must be a whole number of %s, got %s", [field, unit[field], lib.shown(v)]) if {
+	not is_whole(v)
+}
+
+count_problem(field, v) := sprintf("%s is %v; it must be 0 or more (%s)", [field, v, meaning[field]]) if {
 	is_whole(v)
 	v < 0
-	msg := sprintf("%s is %v; it must be 0 or more (%s)", [field, v, meaning[field]])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, "backoffLimit"), "msg": msg} if {
-	max := params.maxBackoffLimit
-	is_number(max)
+violation contains {"path": "/spec/runPolicy/backoffLimit", "msg": msg} if {
 	v := run_policy.backoffLimit
 	is_number(v)
+	max := params.maxBackoffLimit
+	is_number(max)
 	v > max
 	msg := sprintf("backoffLimit is %v, above the maximum of %v: a crash-looping job would hold its GPUs through %v restarts. Set it to %v or less, and fix the cause of repeated failures", [v, max, v, max])
 }
 
-violation contains {"path": lib.ptr(run_policy_path, "activeDeadlineSeconds"), "msg": msg} if {
-	max := params.maxActiveDeadlineSeconds
-	is_number(max)
+violation contains {"path": "/spec/runPolicy/activeDeadlineSeconds", "msg": msg} if {
 	v := run_policy.activeDeadlineSeconds
 	is_number(v)
+	max := params.maxActiveDeadlineSeconds
+	is_number(max)
 	v > max
 	msg := sprintf("activeDeadlineSeconds is %v (%s), above the maximum of %v (%s); set it to %v or less, and resume longer runs from a checkpoint in a new job", [v, days(v), max, days(max), max])
 }

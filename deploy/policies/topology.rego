@@ -65,16 +65,30 @@ class_of(r) := {"name": n, "path": lib.ptrs(r.templatePath, ["metadata", "annota
 
 known(name) if is_object(params.gpuClasses[name])
 
+# The cheap first test of the class rules: a template or the job has the annotation, or there
+# is a default class. Most jobs have none, and then no class is looked up per replica.
+class_named if {
+	some r in input.job.replicas
+	r.annotations[annotation]
+}
+
+class_named if job_annotations[annotation]
+
+class_named if params.defaultClass != ""
+
 skipped if {
 	params.skipKueueJobs == true
-	lib.kueue_managed
+	lib.kueue_managed(input.object)
 }
+
+gpu_replicas := lib.gpu_replicas(input.job)
 
 # --- mutation -----------------------------------------------------------------------------
 
 mutation contains {"op": "default", "path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "value": value} if {
+	class_named
 	not skipped
-	some r in lib.gpu_replicas
+	some r in gpu_replicas
 	cls := class_of(r)
 	labels := params.gpuClasses[cls.name]
 	is_object(labels)
@@ -88,6 +102,7 @@ mutation contains {"op": "default", "path": lib.ptrs(r.podSpecPath, ["nodeSelect
 # Classes named by annotations are checked on every replica (a typo is a typo); the default
 # class only matters where it would be applied.
 violation contains {"path": cls.path, "msg": msg} if {
+	class_named
 	some r in input.job.replicas
 	cls := class_of(r)
 	cls.path != ""
@@ -96,8 +111,9 @@ violation contains {"path": cls.path, "msg": msg} if {
 }
 
 violation contains {"path": "", "msg": msg} if {
+	class_named
 	not skipped
-	some r in lib.gpu_replicas
+	some r in gpu_replicas
 	cls := class_of(r)
 	cls.path == ""
 	not known(cls.name)
@@ -106,29 +122,31 @@ violation contains {"path": "", "msg": msg} if {
 
 violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
 	label := params.productLabel
-	selected := [[r.type, v] | some r in input.job.replicas; r in lib.gpu_replicas; v := r.nodeSelector[label]]
+	selected := [[r.type, v] | some r in gpu_replicas; v := r.nodeSelector[label]]
 	count({v | some [_, v] in selected}) > 1
-	listing := concat(", ", [sprintf("%s selects %s", [t, lib.shown_value(v)]) | some [t, v] in selected])
+	listing := concat(", ", [sprintf("%s selects %s", [t, lib.shown(v)]) | some [t, v] in selected])
 	msg := sprintf("GPU replicas select different %s values (%s); a job on mixed GPU models runs at the pace of the slowest and may not fit its memory plan. Select one model for every GPU replica (or one gpu-class annotation on the job)", [label, listing])
 }
 
 # A user's nodeSelector value wins over the class's; say so, since the class then does not
 # hold for that replica.
 warning contains {"path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "msg": msg} if {
+	class_named
 	not skipped
-	some r in lib.gpu_replicas
+	some r in gpu_replicas
 	cls := class_of(r)
 	labels := params.gpuClasses[cls.name]
 	is_object(labels)
 	some key, value in labels
 	user := r.nodeSelector[key]
 	user != value
-	msg := sprintf("nodeSelector %s: %s on %s overrides %s from GPU class \"%s\" (%s); remove it to get the class's nodes", [key, lib.shown_value(user), r.type, lib.shown_value(value), cls.name, cls.from])
+	msg := sprintf("nodeSelector %s: %s on %s overrides %s from GPU class \"%s\" (%s); remove it to get the class's nodes", [key, lib.shown(user), r.type, lib.shown(value), cls.name, cls.from])
 }
 
 warning contains {"path": cls.path, "msg": msg} if {
+	class_named
 	skipped
-	some r in lib.gpu_replicas
+	some r in gpu_replicas
 	cls := class_of(r)
 	cls.path != ""
 	known(cls.name)

@@ -1,5 +1,6 @@
 # Helpers for the resource, image, environment and placement policies: run_policy, images,
-# rendezvous_env, mig, topology, gpu_uniformity, nproc_gpu. Functions only, no verdicts.
+# rendezvous_env, mig, topology, gpu_uniformity, nproc_gpu. Functions only, no verdicts, no
+# rules.
 #
 # regorus builtins fail the whole evaluation (every policy) on an argument of the wrong type,
 # where OPA would only make the expression undefined; so every helper here checks types
@@ -31,16 +32,29 @@ writable_list_field(obj, field) if object.get(obj, field, null) == null
 
 writable_list_field(obj, field) if is_array(object.get(obj, field, null))
 
-# A content digest as resolvers and registries give it: sha256 and 64 lowercase hex digits.
+# A content digest as resolvers and registries give it: sha256 and 64 lowercase hex digits
+# (^sha256:[a-f0-9]{64}$, with string builtins).
 is_sha256_digest(d) if {
 	is_string(d)
-	regex.match(`^sha256:[a-f0-9]{64}$`, d)
+	startswith(d, "sha256:")
+	hex64(substring(d, 7, -1))
 }
 
-# An image reference pinned by digest: ends in "@sha256:<64 lowercase hex>".
+# An image reference pinned by digest: ends in "@sha256:<64 lowercase hex>"
+# (@sha256:[a-f0-9]{64}$). What follows the last "@sha256:" is the digest: none of "@:sh"
+# is a hex digit, so a real digest never contains the separator.
 image_pinned(image) if {
 	is_string(image)
-	regex.match(`@sha256:[a-f0-9]{64}$`, image)
+	parts := split(image, "@sha256:")
+	count(parts) > 1
+	hex64(parts[count(parts) - 1])
+}
+
+# Exactly 64 lowercase hex digits: trimming every hex digit off both ends leaves nothing
+# only when there is nothing else.
+hex64(s) if {
+	count(s) == 64
+	trim(s, "0123456789abcdef") == ""
 }
 
 # Whether pattern p matches s: a glob when p has glob characters, else a prefix. Globs use
@@ -61,20 +75,8 @@ pattern_matches(p, s) if {
 	glob.match(p, null, s)
 }
 
-# Whether pattern p equals s, or is a glob that matches it (for names, not prefixes).
-name_matches(p, s) if {
-	is_string(p)
-	p == s
-}
-
-name_matches(p, s) if {
-	is_string(p)
-	is_string(s)
-	is_glob(p)
-	glob.match(p, null, s)
-}
-
-is_glob(p) if regex.match(`[*?\[{]`, p)
+# Whether pattern p has a glob metacharacter (*, ?, [ or {): removing them changes it.
+is_glob(p) if strings.replace_n({"*": "", "?": "", "[": "", "{": ""}, p) != p
 
 # The extended resource of a MIG profile under the device plugin's mixed strategy:
 # "mig-" + profile with "+" replaced by ".", so 1g.10gb+me -> nvidia.com/mig-1g.10gb.me.
@@ -90,7 +92,9 @@ whole_number(v) := v if {
 
 whole_number(v) := n if {
 	is_string(v)
-	regex.match(`^[0-9]{1,9}$`, v)
+	count(v) > 0
+	count(v) <= 9
+	trim(v, "0123456789") == ""
 	n := digits_value(trim_left(v, "0"))
 }
 
@@ -100,8 +104,3 @@ digits_value(d) := to_number(d) if d != ""
 
 # Devices a pod of replica r gets: whole GPUs plus MIG slices.
 devices_per_pod(r) := r.gpusPerPod + r.migSlicesPerPod
-
-# A manifest value for messages: strings quoted, anything else as JSON.
-shown_value(v) := sprintf("\"%s\"", [v]) if is_string(v)
-
-shown_value(v) := sprintf("%v", [v]) if not is_string(v)

@@ -1,4 +1,10 @@
 # Helpers shared by the built-in policies. No verdicts here: only functions.
+#
+# Every helper under lib/ is a function, never a rule: a rule here (`lib.x` without
+# arguments) is read through the import alias `lib`, which regorus resolves by evaluating the
+# whole data.gangplank.lib document (every rule of every lib file) on each reference, 15-25
+# µs per policy. Helpers take the documents they read as arguments (kueue_managed(obj)),
+# except the raw_* readers of input.object. See "Performance" in policies/README.md.
 package gangplank.lib
 
 import rego.v1
@@ -10,17 +16,33 @@ ptr(base, key) := concat("/", [base, replace(replace(key, "~", "~0"), "/", "~1")
 # ptrs(base, keys) appends several keys.
 ptrs(base, keys) := concat("", array.concat([base], [concat("", ["/", replace(replace(k, "~", "~0"), "/", "~1")]) | some k in keys]))
 
+# A manifest value for messages: strings quoted, null as "unset", anything else as JSON.
+shown(v) := "unset" if v == null
+
+shown(v) := sprintf("\"%s\"", [v]) if is_string(v)
+
+shown(v) := sprintf("%v", [v]) if {
+	v != null
+	not is_string(v)
+}
+
 # The container of a replica that the operator configures (env, port), if any.
 default_container(r) := r.containers[r.defaultContainerIndex]
 
-# Replicas that run GPU work: whole GPUs or MIG slices.
-gpu_replicas contains r if {
-	some r in input.job.replicas
-	r.gpusPerPod + r.migSlicesPerPod > 0
-}
+# Whether replica r runs GPU work: whole GPUs or MIG slices.
+uses_gpus(r) if r.gpusPerPod + r.migSlicesPerPod > 0
 
-# Whether the job is a Kueue workload (Kueue admits all pods at once: a gang at quota level).
-kueue_managed if input.object.metadata.labels["kueue.x-k8s.io/queue-name"]
+# The replicas of `job` (a JobView) that run GPU work, in manifest order. A list, not a set:
+# a set of replicas compares whole replica objects on every insert. A policy that needs it
+# in several rules binds it once: gpu_replicas := lib.gpu_replicas(input.job).
+gpu_replicas(job) := [r | some r in job.replicas; r.gpusPerPod + r.migSlicesPerPod > 0]
 
-# The job's runPolicy, wherever the kind keeps it ({} when absent).
-run_policy := object.get(input.object, ["spec", "runPolicy"], {})
+# Whether `obj` is a Kueue workload (Kueue admits all pods at once: a gang at quota level).
+kueue_managed(obj) if obj.metadata.labels["kueue.x-k8s.io/queue-name"]
+
+# The runPolicy of `obj` as written; {} when it is absent or not an object (the run_policy
+# policy reports a malformed one), so callers can index it without a type check.
+run_policy(obj) := rp if {
+	rp := obj.spec.runPolicy
+	is_object(rp)
+} else := {}
