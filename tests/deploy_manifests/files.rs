@@ -33,11 +33,13 @@ fn kustomization_applies_every_manifest_into_gangplanks_namespace() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
         .collect();
-    present.insert("policies".to_string());
+    // The policies ConfigMaps: the sibling kustomization policies/kustomization.yaml.
+    present.insert("../policies".to_string());
     let present: BTreeSet<&str> = present.iter().map(String::as_str).collect();
     assert_eq!(
         listed, present,
-        "deploy/kustomization.yaml resources must list every manifest in deploy/ (and only those)"
+        "deploy/kustomization.yaml resources must list every manifest in deploy/ and ../policies \
+         (and only those)"
     );
     assert_eq!(
         Manifests::get().one("Namespace")["metadata"]["name"],

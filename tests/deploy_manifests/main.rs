@@ -3,16 +3,15 @@
 //! runs, how its pods are hardened and kept available, that the policies it serves are the
 //! ones in `policies/`).
 //!
-//! `deploy/policies/` is a generated copy of `policies/` (kustomize reads no file outside its
-//! kustomization's directory; deploy/README.md). When it is stale, run
-//! `GANGPLANK_UPDATE_DEPLOY=1 cargo test --test deploy_manifests` to rewrite it.
+//! The policies ConfigMaps come from `policies/kustomization.yaml`, which `deploy/` includes
+//! as `../policies`; it must list every policy file the server loads (deploy/README.md).
 //!
 //! When `kubectl` is on PATH, its built-in kustomize also builds both variants (plain and
 //! cert-manager) offline; otherwise that test says it skipped.
 //!
 //! One binary, split by topic: `files` (what kustomize applies), `webhooks` (the admission
 //! configurations), `workload` (Deployment, PDB, Service, ServiceAccount), `cert_manager`
-//! (the component), `policies` (the ConfigMaps and their copy) and `kustomize` (the builds).
+//! (the component), `policies` (the ConfigMaps and their file lists) and `kustomize` (the builds).
 
 mod cert_manager;
 mod files;
