@@ -27,3 +27,15 @@ pub fn no_library_backtraces() {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
 }
+
+/// An error and its sources, `a: b: c`: one line for a message or a log field.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}

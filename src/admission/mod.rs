@@ -21,14 +21,4 @@ pub use reload::PolicyStore;
 pub use server::{Config, Server};
 pub use tls::{CertFiles, ServingCert};
 
-/// An error and its sources, `: `-separated, for one log field or message.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
-}
+pub use crate::error_chain;

@@ -174,14 +174,4 @@ pub fn exit_code(outcomes: &[Outcome]) -> u8 {
     }
 }
 
-/// An error with its sources, `a: b: c`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
-}
+pub use crate::error_chain;

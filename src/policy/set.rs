@@ -96,6 +96,7 @@ impl PolicySet {
     /// Compiles sources into a ready set. Fails without side effects on the first error.
     pub fn compile(sources: PolicySources) -> Result<PolicySet, LoadError> {
         let mut engine = Engine::new();
+        engine.set_execution_timer_config(super::vm::time_limit());
         for lib in sources.libraries.iter().chain(&sources.extra) {
             add_module(&mut engine, lib, &lib.path.display().to_string())?;
         }

@@ -6,12 +6,32 @@
 //! the interpreter, says why, and keeps working; the policy test suites run every case on
 //! both backends and fail if they disagree.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::Duration;
+
+use regorus::utils::limits::ExecutionTimerConfig;
 
 use regorus::languages::rego::compiler::Compiler;
 use regorus::rvm::program::Program;
 use regorus::rvm::RegoVM;
 use regorus::{Engine, Value as RegoValue};
+
+/// Wall-clock bound on one rule's evaluation: below the webhook's `timeoutSeconds` (5 s) and
+/// equal to `serve --eval-timeout`'s default, so a runaway policy is stopped by the engine
+/// rather than left running after the request has been refused.
+pub const TIME_LIMIT: Duration = Duration::from_secs(2);
+
+/// How many VM work units pass between clock reads: cheap, yet checks every few µs.
+const TIME_CHECK_INTERVAL: u32 = 1_000;
+
+/// The timer configuration both backends use.
+pub fn time_limit() -> ExecutionTimerConfig {
+    ExecutionTimerConfig {
+        limit: TIME_LIMIT,
+        check_interval: NonZeroU32::new(TIME_CHECK_INTERVAL).unwrap_or(NonZeroU32::MIN),
+    }
+}
 
 /// Upper bound on VM instructions per evaluation. The largest shipped case (8 replica types,
 /// several containers each) runs in well under 100,000; this leaves room for bigger jobs and
@@ -66,6 +86,7 @@ impl VmProgram {
     pub fn vm(&self, input: &RegoValue) -> Result<RegoVM, String> {
         let mut vm = RegoVM::new();
         vm.set_max_instructions(MAX_INSTRUCTIONS);
+        vm.set_execution_timer_config(Some(time_limit()));
         vm.load_program(self.program.clone());
         vm.set_data(self.data.clone()).map_err(|e| e.to_string())?;
         vm.set_input(input.clone());
