@@ -11,6 +11,7 @@
 pub mod certs;
 pub mod handler;
 pub mod metrics;
+pub mod poll;
 pub mod reload;
 pub mod review;
 pub mod server;

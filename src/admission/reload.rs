@@ -192,15 +192,8 @@ pub async fn watch(
     interval: Duration,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            _ = ticks.tick() => {}
-        }
-        let (store, metrics) = (store.clone(), metrics.clone());
-        let _ = tokio::task::spawn_blocking(move || store.reload_if_changed(&metrics)).await;
-    }
+    super::poll::every(interval, shutdown, move || {
+        store.reload_if_changed(&metrics);
+    })
+    .await;
 }

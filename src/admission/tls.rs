@@ -256,18 +256,10 @@ pub async fn watch(
     if cert.files.is_none() {
         return;
     }
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            _ = ticks.tick() => {}
-        }
-        let (cert, metrics) = (cert.clone(), metrics.clone());
-        // File reads may block (network volumes); keep them off the reactor.
-        let _ = tokio::task::spawn_blocking(move || cert.reload_if_changed(&metrics)).await;
-    }
+    super::poll::every(interval, shutdown, move || {
+        cert.reload_if_changed(&metrics);
+    })
+    .await;
 }
 
 #[cfg(test)]
