@@ -13,6 +13,7 @@
 //!   must not add any (the default it meant to persist would vanish).
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -35,7 +36,9 @@ fn corpus_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!(
+        // Written to stderr directly: libtest captures eprintln!, and a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
             "skipped: corpus not found at {} (set GANGPLANK_CORPUS)",
             dir.display()
         );

@@ -22,6 +22,7 @@
 //! The processes log into a temp dir; on failure their tails are printed and the dir is kept.
 
 use std::fs::File;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -190,7 +191,11 @@ fn expect(status: StatusCode, wanted: StatusCode, body: &Value) -> Result<(), St
 
 fn assets() -> Option<PathBuf> {
     let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") else {
-        eprintln!("skipped: KUBEBUILDER_ASSETS not set ({SKIP_HINT})");
+        // Written to stderr directly: libtest captures eprintln!, and a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: KUBEBUILDER_ASSETS not set ({SKIP_HINT})"
+        );
         return None;
     };
     let dir = PathBuf::from(dir);
@@ -213,7 +218,11 @@ fn upstream_crds() -> Option<PathBuf> {
         Some(dir)
     } else {
         let shown = dir.display();
-        eprintln!("skipped: upstream CRDs not found at {shown} (set GANGPLANK_CORPUS)");
+        // Written to stderr directly: libtest captures eprintln!, and a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: upstream CRDs not found at {shown} (set GANGPLANK_CORPUS)"
+        );
         None
     }
 }

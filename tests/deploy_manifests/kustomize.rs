@@ -1,6 +1,7 @@
 //! Both variants built with kubectl's built-in kustomize (offline, no cluster): skipped with a
 //! notice when kubectl is not installed.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -51,7 +52,11 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 #[test]
 fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
     let Some(plain) = kustomize(&deploy_dir()) else {
-        println!("skipped: kubectl not on PATH (the kustomize build check needs it; no cluster)");
+        // Written to stderr directly: libtest captures eprintln!, and a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: kubectl not on PATH (the kustomize build check needs it; no cluster)"
+        );
         return;
     };
     let cluster_scoped = [
