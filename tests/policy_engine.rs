@@ -253,3 +253,24 @@ fn a_mutation_blocked_by_broken_structure_is_a_violation_not_a_failed_request() 
     );
     assert!(v.msg.contains("/spec/runPolicy is a string"), "{}", v.msg);
 }
+
+#[test]
+fn the_engine_variable_forces_the_interpreter() {
+    let dir = dir_with(&[("backoff.rego", GOOD)]);
+    let vm = load(dir.path()).expect("loads");
+    assert_eq!(vm.interpreter_reason(), None, "the set compiles for the VM");
+    // Only this test touches the variable, and it reads it back before anything else could.
+    std::env::set_var("GANGPLANK_ENGINE", "interpreter");
+    let forced = load(dir.path());
+    std::env::remove_var("GANGPLANK_ENGINE");
+    let forced = forced.expect("loads");
+    assert_eq!(
+        forced.interpreter_reason(),
+        Some("GANGPLANK_ENGINE=interpreter")
+    );
+    let d = review::review(&forced, &Input::create(job(None), "default")).expect("decides");
+    assert_eq!(
+        d.mutated.pointer("/spec/runPolicy/backoffLimit"),
+        Some(&json!(3))
+    );
+}

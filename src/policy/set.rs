@@ -22,6 +22,16 @@ use super::vm::VmProgram;
 /// Package every policy lives under: `gangplank.policies.<name>`.
 pub const POLICY_PACKAGE: &str = "gangplank.policies";
 
+/// Escape hatch for platform teams: `GANGPLANK_ENGINE=interpreter` runs policies on the
+/// regorus interpreter even when they compile for the bytecode VM (the VM is newer and has
+/// known bugs, see policies/README.md). Read at every (re)load, so it applies to `check`,
+/// `test` and `serve` alike.
+pub const ENGINE_ENV: &str = "GANGPLANK_ENGINE";
+
+fn interpreter_forced() -> bool {
+    std::env::var(ENGINE_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("interpreter"))
+}
+
 /// The outputs a policy can declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -155,10 +165,15 @@ impl PolicySet {
             })?;
         let rules = output_rules(&policies);
         let paths: Vec<&str> = rules.iter().map(|r| r.path.as_str()).collect();
-        let vm = VmProgram::compile_rules(&mut engine, &paths);
-        if let Err(why) = &vm {
-            tracing::warn!(reason = %why, "policies run on the regorus interpreter: the bytecode compiler does not support them");
-        }
+        let vm = if interpreter_forced() {
+            Err(format!("{ENGINE_ENV}=interpreter"))
+        } else {
+            let vm = VmProgram::compile_rules(&mut engine, &paths);
+            if let Err(why) = &vm {
+                tracing::warn!(reason = %why, "policies run on the regorus interpreter: the bytecode compiler does not support them");
+            }
+            vm
+        };
         let mut set = PolicySet {
             engine,
             vm,
