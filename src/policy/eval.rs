@@ -75,7 +75,7 @@ impl PolicySet {
                 found.push(violation(policy, action, item));
             }
         }
-        found.sort_by(|a, b| (&a.policy, &a.path, &a.msg).cmp(&(&b.policy, &b.path, &b.msg)));
+        sort_violations(&mut found);
         found.dedup();
         Ok(found)
     }
@@ -146,6 +146,11 @@ impl PolicySet {
         }
         Ok(out)
     }
+}
+
+/// The order violations are reported in: by policy, then path, then message.
+pub fn sort_violations(violations: &mut [Violation]) {
+    violations.sort_by(|a, b| (&a.policy, &a.path, &a.msg).cmp(&(&b.policy, &b.path, &b.msg)));
 }
 
 fn as_list<'a>(policy: &str, what: &'static str, v: &'a Value) -> Result<&'a [Value], EvalError> {

@@ -92,11 +92,4 @@ impl VmProgram {
         vm.set_input(input.clone());
         Ok(vm)
     }
-
-    /// Evaluates one output rule on `input`.
-    pub fn eval(&self, rule: &str, input: &RegoValue) -> Result<RegoValue, String> {
-        self.vm(input)?
-            .execute_entry_point_by_name(rule)
-            .map_err(|e| e.to_string())
-    }
 }

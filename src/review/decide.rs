@@ -153,7 +153,7 @@ pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
     } = mutate(set, input)?;
     let mut violations = validate(set, input, &mutated)?;
     violations.extend(failed);
-    violations.sort_by(|a, b| (&a.policy, &a.path, &a.msg).cmp(&(&b.policy, &b.path, &b.msg)));
+    crate::policy::eval::sort_violations(&mut violations);
     Ok(Decision {
         skipped: None,
         violations,

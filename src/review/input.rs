@@ -18,14 +18,6 @@ fn serialized(v: &impl Serialize) -> RegoValue {
     crate::policy::to_rego::serialize(v).unwrap_or(RegoValue::Undefined)
 }
 
-fn to_rego_map(m: &Map<String, Value>) -> RegoValue {
-    RegoValue::from(
-        m.iter()
-            .map(|(k, v)| (RegoValue::String(k.as_str().into()), to_rego(v)))
-            .collect::<BTreeMap<_, _>>(),
-    )
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Operation {
@@ -192,7 +184,7 @@ impl Input {
         let mut put = |k: &str, v: RegoValue| doc.insert(RegoValue::String(k.into()), v);
         put("request", serialized(&request));
         put("object", to_rego(object));
-        put("images", to_rego_map(&self.images));
+        put("images", serialized(&self.images));
         if let Some(k) = kind {
             put("job", serialized(&JobView::build(k, object)));
         }

@@ -147,7 +147,7 @@ fn regex_matches(pattern: &str, text: &str) -> bool {
     Regex::new(pattern).is_ok_and(|r| r.is_match(text))
 }
 
-fn pretty(v: &Value) -> String {
+pub(super) fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 

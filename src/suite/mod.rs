@@ -216,13 +216,9 @@ fn backend_disagreement(
     (a != b).then(|| {
         format!(
             "bytecode VM and interpreter disagree\n{}",
-            expect::diff_lines(&pretty(&b), &pretty(&a))
+            expect::diff_lines(&expect::pretty(&b), &expect::pretty(&a))
         )
     })
-}
-
-fn pretty(v: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
 fn case_tests(dir: &Path) -> Result<Vec<TestCase>, String> {
