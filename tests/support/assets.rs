@@ -1,0 +1,93 @@
+//! Where the etcd, kube-apiserver and kubectl binaries come from (the envtest convention).
+//!
+//! `KUBEBUILDER_ASSETS` names a directory holding them; set but incomplete is an error, not a
+//! skip. Unset, the newest `$HOME/.cache/kube-test-assets/<version>/` that holds all three is
+//! used: that is where `../shared/tools/kube-test-assets.sh` builds them.
+
+use std::path::{Path, PathBuf};
+
+const BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kubectl"];
+const HOW_TO_BUILD: &str = "build them with ../shared/tools/kube-test-assets.sh \
+    (fetch github:openshift/microshift first), or set KUBEBUILDER_ASSETS";
+
+/// A directory with etcd, kube-apiserver and kubectl.
+#[derive(Debug, Clone)]
+pub struct Assets {
+    pub dir: PathBuf,
+}
+
+impl Assets {
+    pub fn etcd(&self) -> PathBuf {
+        self.dir.join("etcd")
+    }
+
+    pub fn kube_apiserver(&self) -> PathBuf {
+        self.dir.join("kube-apiserver")
+    }
+
+    pub fn kubectl(&self) -> PathBuf {
+        self.dir.join("kubectl")
+    }
+}
+
+/// The assets, or `None` after printing one line saying why the suite skips.
+pub fn require(suite: &str) -> Option<Assets> {
+    match find() {
+        Ok(assets) => Some(assets),
+        Err(why) => {
+            super::skip(&format!("{suite}: {why}"));
+            None
+        }
+    }
+}
+
+/// The assets, or why there are none. Panics when `KUBEBUILDER_ASSETS` is set but lacks a
+/// binary: that is a broken set-up, and skipping would hide it.
+pub fn find() -> Result<Assets, String> {
+    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") {
+        let dir = PathBuf::from(dir);
+        if let Some(missing) = missing_binary(&dir) {
+            panic!(
+                "KUBEBUILDER_ASSETS={} has no {missing} ({HOW_TO_BUILD})",
+                dir.display()
+            );
+        }
+        return Ok(Assets { dir });
+    }
+    let cache = default_cache().ok_or("KUBEBUILDER_ASSETS is not set and HOME is unknown")?;
+    newest_complete(&cache)
+        .map(|dir| Assets { dir })
+        .ok_or_else(|| {
+            format!(
+                "no kube-apiserver test binaries: KUBEBUILDER_ASSETS is not set and {} holds no \
+             version directory with {} ({HOW_TO_BUILD})",
+                cache.display(),
+                BINARIES.join(", ")
+            )
+        })
+}
+
+fn default_cache() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/kube-test-assets"))
+}
+
+fn missing_binary(dir: &Path) -> Option<&'static str> {
+    BINARIES.into_iter().find(|b| !dir.join(b).is_file())
+}
+
+/// The complete version directory with the highest version (`v1.36.2` > `v1.9.0`).
+fn newest_complete(cache: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(cache).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && missing_binary(p).is_none())
+        .filter_map(|p| Some((version_key(p.file_name()?.to_str()?)?, p)))
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, p)| p)
+}
+
+fn version_key(name: &str) -> Option<Vec<u64>> {
+    let digits = name.strip_prefix('v')?;
+    digits.split('.').map(|n| n.parse().ok()).collect()
+}

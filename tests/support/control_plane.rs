@@ -1,0 +1,419 @@
+//! etcd + kube-apiserver on loopback: random ports, a temp dir, a static admin token, the
+//! upstream CRDs installed by server-side apply.
+//!
+//! Started once per test binary and per CRD set ([`ControlPlane::shared`]); the processes end
+//! with the binary (see `process`). Every test asks for its own namespace, so tests of one
+//! binary run side by side without seeing each other's jobs.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{json, Value};
+
+use super::assets::Assets;
+use super::process::Process;
+
+/// A static bearer token in `system:masters`: the apiserver lives and dies with the tests.
+pub const TOKEN: &str = "gangplank-tests-admin";
+/// Field manager of everything the test harness applies.
+pub const FIELD_MANAGER: &str = "gangplank-tests";
+/// An apiserver that is not ready by then is broken, not slow (it takes ~5 s here).
+const START_LIMIT: Duration = Duration::from_secs(60);
+const START_ATTEMPTS: usize = 3;
+
+/// Which CRDs a control plane has. `mpijobs.kubeflow.org` is either the training-operator's
+/// v1 MPIJob or the mpi-operator's v2beta1 one (same name, different schemas): a cluster runs
+/// one operator or the other, so a control plane has one or the other too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crds {
+    /// The six kubeflow.org/v1 training CRDs, Volcano's PodGroup and Queue, and the
+    /// scheduler-plugins PodGroup.
+    TrainingV1,
+    /// The same with the mpi-operator's v2beta1 MPIJob in place of the v1 one.
+    MpiV2beta1,
+}
+
+impl Crds {
+    fn files(self) -> Vec<&'static str> {
+        let mpi = match self {
+            Crds::TrainingV1 => "kubeflow.org_mpijobs.yaml",
+            Crds::MpiV2beta1 => "kubeflow.org_mpijobs.v2beta1.yaml",
+        };
+        vec![
+            "kubeflow.org_pytorchjobs.yaml",
+            "kubeflow.org_tfjobs.yaml",
+            mpi,
+            "kubeflow.org_xgboostjobs.yaml",
+            "kubeflow.org_paddlejobs.yaml",
+            "kubeflow.org_jaxjobs.yaml",
+            "scheduling.volcano.sh_podgroups.yaml",
+            "scheduling.volcano.sh_queues.yaml",
+            "scheduling.x-k8s.io_podgroups.yaml",
+        ]
+    }
+}
+
+pub struct ControlPlane {
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// Admin kubeconfig for kubectl, the Python SDK and [`ControlPlane::client`].
+    pub kubeconfig: PathBuf,
+    pub assets: Assets,
+    pub crds: Crds,
+    /// PEM of the CA that signed the apiserver's serving certificate.
+    pub ca_pem: Vec<u8>,
+    /// Declared before `dir`: the processes stop before their files go.
+    processes: Mutex<Vec<Process>>,
+    namespaces: AtomicUsize,
+    pub dir: tempfile::TempDir,
+}
+
+impl ControlPlane {
+    /// The control plane of this test binary with these CRDs, started on first use.
+    pub fn shared(assets: &Assets, crds: Crds) -> &'static ControlPlane {
+        static TRAINING_V1: OnceLock<ControlPlane> = OnceLock::new();
+        static MPI_V2BETA1: OnceLock<ControlPlane> = OnceLock::new();
+        let cell = match crds {
+            Crds::TrainingV1 => &TRAINING_V1,
+            Crds::MpiV2beta1 => &MPI_V2BETA1,
+        };
+        cell.get_or_init(|| ControlPlane::start(assets, crds))
+    }
+
+    /// A control plane of its own (for a test that must change cluster-wide state). It is
+    /// torn down when dropped.
+    pub fn start(assets: &Assets, crds: Crds) -> ControlPlane {
+        let assets = assets.clone();
+        super::on_own_runtime(move || start_with_retries(assets, crds))
+    }
+
+    /// A client with the admin token, bound to the caller's runtime.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .expect("client config");
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// Creates a namespace of its own for one test: `<prefix>-<n>`.
+    pub async fn namespace(&self, prefix: &str) -> String {
+        let n = self.namespaces.fetch_add(1, Ordering::Relaxed);
+        let prefix: String = prefix.chars().take(50).collect();
+        let name = format!("{prefix}-{n}");
+        let namespaces: Api<Namespace> = Api::all(self.client().await);
+        let namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace object");
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+        name
+    }
+
+    /// Creates `name` unless it exists (manifests name their own namespaces).
+    pub async fn ensure_namespace(&self, name: &str) {
+        let namespaces: Api<Namespace> = Api::all(self.client().await);
+        let namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace object");
+        match namespaces.create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => panic!("create namespace {name}: {e}"),
+        }
+    }
+
+    /// Fails with every process's log tail if one has exited.
+    pub fn check_running(&self) -> Result<(), String> {
+        let mut processes = self.processes.lock().unwrap_or_else(|e| e.into_inner());
+        processes.iter_mut().try_for_each(Process::check_running)
+    }
+
+    /// Starts a process that lives as long as this control plane (gangplank serve, say).
+    pub fn spawn(&self, name: &str, program: &Path, args: &[String]) {
+        let process = Process::spawn(name, program, args, self.dir.path());
+        self.processes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(process);
+    }
+
+    /// The last lines of one process's log.
+    pub fn log_tail(&self, name: &str, lines: usize) -> String {
+        let processes = self.processes.lock().unwrap_or_else(|e| e.into_inner());
+        processes
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.tail(lines))
+            .unwrap_or_default()
+    }
+
+    /// A path in the control plane's temp dir.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "(control plane files kept in {})",
+                self.dir.path().display()
+            );
+            self.dir.disable_cleanup(true);
+        }
+    }
+}
+
+/// Why one start failed.
+enum StartError {
+    /// Another process took a port between our check and the bind: worth another try.
+    PortTaken(String),
+    Failed(String),
+}
+
+async fn start_with_retries(assets: Assets, crds: Crds) -> ControlPlane {
+    let mut last = String::new();
+    for attempt in 1..=START_ATTEMPTS {
+        match start_once(&assets, crds).await {
+            Ok(control_plane) => return control_plane,
+            Err(StartError::PortTaken(why)) => {
+                eprintln!("control plane attempt {attempt}: a port was taken, retrying: {why}");
+                last = why;
+            }
+            Err(StartError::Failed(why)) => panic!("the test control plane did not start: {why}"),
+        }
+    }
+    panic!("the test control plane did not start after {START_ATTEMPTS} attempts: {last}")
+}
+
+async fn start_once(assets: &Assets, crds: Crds) -> Result<ControlPlane, StartError> {
+    let dir = tempfile::Builder::new()
+        .prefix("gangplank-control-plane-")
+        .tempdir()
+        .map_err(|e| StartError::Failed(format!("temp dir: {e}")))?;
+    let [etcd_port, peer_port, api_port] = free_ports();
+    let tls = dir.path().join("apiserver-tls");
+    gangplank_certs(&tls, &["localhost", "127.0.0.1"]);
+    let ca_pem = std::fs::read(tls.join("ca.crt")).expect("ca.crt");
+    let url = format!("https://127.0.0.1:{api_port}");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_yaml(&url, &ca_pem)).expect("write kubeconfig");
+    let control_plane = ControlPlane {
+        url,
+        kubeconfig,
+        assets: assets.clone(),
+        crds,
+        ca_pem,
+        processes: Mutex::new(Vec::new()),
+        namespaces: AtomicUsize::new(0),
+        dir,
+    };
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    let etcd_args = etcd_args(control_plane.dir.path(), &etcd_url, peer_port);
+    control_plane.spawn("etcd", &assets.etcd(), &etcd_args);
+    let apiserver_args = apiserver_args(control_plane.dir.path(), &etcd_url, api_port);
+    control_plane.spawn("kube-apiserver", &assets.kube_apiserver(), &apiserver_args);
+    control_plane.wait_ready().await?;
+    control_plane.install_crds().await;
+    Ok(control_plane)
+}
+
+impl ControlPlane {
+    /// Waits for `/readyz` and for the namespaces the apiserver makes itself.
+    async fn wait_ready(&self) -> Result<(), StartError> {
+        let client = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(&self.ca_pem).expect("CA PEM")])
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("HTTP client");
+        let deadline = Instant::now() + START_LIMIT;
+        let mut last;
+        for path in ["/readyz", "/api/v1/namespaces/kube-system"] {
+            loop {
+                if let Err(exited) = self.check_running() {
+                    return Err(classify(exited));
+                }
+                let request = client.get(format!("{}{path}", self.url)).bearer_auth(TOKEN);
+                match request.send().await {
+                    Ok(response) if response.status().is_success() => break,
+                    Ok(response) => last = format!("{path}: {}", response.status()),
+                    Err(e) => last = format!("{path}: {}", super::error_chain(&e)),
+                }
+                if Instant::now() >= deadline {
+                    let logs = self.log_tail("kube-apiserver", 30);
+                    let etcd = self.log_tail("etcd", 10);
+                    return Err(StartError::Failed(format!(
+                        "not ready within {START_LIMIT:?} (last: {last});\n\
+                         kube-apiserver log tail:\n{logs}\netcd log tail:\n{etcd}"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Server-side apply of each CRD, then waits until each is Established and served.
+    async fn install_crds(&self) {
+        let client = self.client().await;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let dir = super::corpus().join("upstream-crds");
+        for file in self.crds.files() {
+            let crd = read_crd(&dir.join(file));
+            let name = crd.metadata.name.clone().expect("CRD name");
+            crds.patch(&name, &params, &Patch::Apply(&crd))
+                .await
+                .unwrap_or_else(|e| panic!("apply CRD {file}: {e}"));
+            let what = format!("CRD {name} established");
+            super::wait_for(&what, Duration::from_secs(30), || async {
+                let crd = crds.get(&name).await.map_err(|e| e.to_string())?;
+                let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+                let ok = conditions
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                ok.then_some(()).ok_or_else(|| format!("{conditions:?}"))
+            })
+            .await;
+            self.wait_served(&client, &crd).await;
+        }
+    }
+
+    /// Discovery lags "Established" a little: list the resource until it answers.
+    async fn wait_served(&self, client: &kube::Client, crd: &CustomResourceDefinition) {
+        let spec = &crd.spec;
+        for version in spec.versions.iter().filter(|v| v.served) {
+            let resource = ApiResource {
+                group: spec.group.clone(),
+                version: version.name.clone(),
+                api_version: format!("{}/{}", spec.group, version.name),
+                kind: spec.names.kind.clone(),
+                plural: spec.names.plural.clone(),
+            };
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let what = format!("{} {} served", resource.api_version, resource.plural);
+            super::wait_for(&what, Duration::from_secs(30), || async {
+                let list = api.list(&ListParams::default().limit(1)).await;
+                list.map(drop).map_err(|e| e.to_string())
+            })
+            .await;
+        }
+    }
+}
+
+/// A process that exited on "address already in use" lost a port race.
+fn classify(exited: String) -> StartError {
+    if exited.contains("address already in use") {
+        StartError::PortTaken(exited)
+    } else {
+        StartError::Failed(exited)
+    }
+}
+
+fn read_crd(path: &Path) -> CustomResourceDefinition {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let value: Value =
+        yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()));
+    serde_json::from_value(value).unwrap_or_else(|e| panic!("{}: not a CRD: {e}", path.display()))
+}
+
+fn etcd_args(dir: &Path, client_url: &str, peer_port: u16) -> Vec<String> {
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    vec![
+        format!("--data-dir={}", dir.join("etcd").display()),
+        format!("--listen-client-urls={client_url}"),
+        format!("--advertise-client-urls={client_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=default={peer_url}"),
+        // Tests create and delete thousands of objects; fsync per write is what makes etcd
+        // slow on a shared disk, and this data lives only as long as the test binary.
+        "--unsafe-no-fsync".into(),
+    ]
+}
+
+/// The flags envtest uses, with a static token for authentication.
+fn apiserver_args(dir: &Path, etcd_url: &str, port: u16) -> Vec<String> {
+    let file = |name: &str| dir.join(name).display().to_string();
+    // Service-account token signing: the apiserver refuses to start without a key.
+    let sa_key = rcgen::KeyPair::generate().expect("service-account key");
+    std::fs::write(file("sa.key"), sa_key.serialize_pem()).expect("write sa.key");
+    std::fs::write(file("sa.pub"), sa_key.public_key_pem()).expect("write sa.pub");
+    let token_line = format!("{TOKEN},gangplank-tests,gangplank-tests,\"system:masters\"\n");
+    std::fs::write(file("tokens.csv"), token_line).expect("write tokens.csv");
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        format!("--cert-dir={}", file("apiserver-cert-dir")),
+        format!("--tls-cert-file={}", file("apiserver-tls/tls.crt")),
+        format!("--tls-private-key-file={}", file("apiserver-tls/tls.key")),
+        format!("--token-auth-file={}", file("tokens.csv")),
+        "--authorization-mode=RBAC".into(),
+        format!("--service-account-issuer=https://127.0.0.1:{port}"),
+        format!("--service-account-key-file={}", file("sa.pub")),
+        format!("--service-account-signing-key-file={}", file("sa.key")),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--allow-privileged=true".into(),
+        // No controller-manager runs, so no namespace gets a `default` ServiceAccount; pods
+        // could never be created with this plugin on (envtest turns it off too).
+        "--disable-admission-plugins=ServiceAccount".into(),
+    ]
+}
+
+fn kubeconfig_yaml(url: &str, ca_pem: &[u8]) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+  - name: gangplank-tests
+    cluster:
+      server: {url}
+      certificate-authority-data: {ca}
+users:
+  - name: admin
+    user:
+      token: {TOKEN}
+contexts:
+  - name: gangplank-tests
+    context:
+      cluster: gangplank-tests
+      user: admin
+      namespace: default
+current-context: gangplank-tests
+"
+    )
+}
+
+/// Ports the OS reports free now. Another process may take one before a server binds it;
+/// that start is then retried with new ports.
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().expect("local addr").port())
+}
+
+/// `gangplank certs --out DIR --dns NAME...`: ca.crt, tls.crt, tls.key in `dir`.
+pub fn gangplank_certs(dir: &Path, names: &[&str]) {
+    let mut command = std::process::Command::new(super::gangplank());
+    command.arg("certs").arg("--out").arg(dir);
+    for name in names {
+        command.arg("--dns").arg(name);
+    }
+    let output = command.output().expect("run gangplank certs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "gangplank certs: {stderr}");
+}

@@ -1,0 +1,84 @@
+//! Training jobs through the Kubernetes API: resources by kind, and a small valid job.
+
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use serde_json::{json, Value};
+
+/// An image pinned by digest: the `images` policy refuses unpinned ones.
+pub const IMAGE: &str = "registry.example.com/ml/pytorch:2.4.0@sha256:\
+                         897f10e5f6f63d68a5e340c9ce4546f4720b48ee657e891e18c2b7515b5566c5";
+
+/// The API resource of a training kind (their plurals are all `<kind lowercased>s`).
+pub fn resource(api_version: &str, kind: &str) -> ApiResource {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        plural: format!("{}s", kind.to_lowercase()),
+    }
+}
+
+/// The namespaced API of `object`'s kind.
+pub fn api_for(client: &kube::Client, namespace: &str, object: &Value) -> Api<DynamicObject> {
+    let field = |name: &str| object[name].as_str().unwrap_or_default();
+    let resource = resource(field("apiVersion"), field("kind"));
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+pub fn pytorch_api(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &resource("kubeflow.org/v1", "PyTorchJob"),
+    )
+}
+
+/// Creates `object` in `namespace` (`dry_run`: `?dryRun=All`); the object the apiserver
+/// returns, or its refusal.
+pub async fn create(
+    client: &kube::Client,
+    namespace: &str,
+    object: &Value,
+    dry_run: bool,
+) -> Result<Value, kube::Error> {
+    let api = api_for(client, namespace, object);
+    let typed: DynamicObject = serde_json::from_value(object.clone()).expect("a Kubernetes object");
+    let params = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
+    let created = api.create(&params, &typed).await?;
+    Ok(serde_json::to_value(created).expect("object serializes"))
+}
+
+/// A small PyTorchJob: `masters` Masters and 2 Workers, image pinned, no GPUs. Only the
+/// coordinator rule objects to it, when `masters` is not 1.
+pub fn pytorch_job(name: &str, masters: u32) -> Value {
+    let replica = |replicas: u32| {
+        json!({
+            "replicas": replicas,
+            "restartPolicy": "OnFailure",
+            "template": {"spec": {"containers": [{
+                "name": "pytorch",
+                "image": IMAGE,
+                "command": ["python", "/workspace/train.py"],
+            }]}},
+        })
+    };
+    json!({
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(masters), "Worker": replica(2)}},
+    })
+}
+
+/// The message of an apiserver refusal (`kube::Error::Api`), or a panic naming what came.
+pub fn refusal(result: Result<Value, kube::Error>) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        Err(other) => panic!("expected a refusal from the apiserver, got error {other}"),
+        Ok(object) => panic!("expected a refusal from the apiserver, got {object}"),
+    }
+}

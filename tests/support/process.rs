@@ -1,0 +1,105 @@
+//! Child processes that cannot outlive the test binary.
+//!
+//! Each server runs under a small bash guardian whose stdin is a pipe from the test process.
+//! When the test process ends — normally, by a panic, by `process::exit` from the test
+//! harness (which never runs the destructors of statics, where the shared control plane
+//! lives) or killed — the kernel closes the pipe, the guardian reads end-of-file and kills
+//! the server. Dropping a [`Process`] does the same at once.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `"$@"` and kills it when stdin reaches end-of-file; exits with its status.
+const GUARDIAN: &str = r#"
+exec 3<&0 0</dev/null
+"$@" 3<&- &
+child=$!
+{ read -r _ <&3; kill -KILL "$child"; } 2>/dev/null &
+watcher=$!
+exec 3<&-
+wait "$child"
+status=$?
+kill "$watcher" 2>/dev/null
+exit "$status"
+"#;
+
+/// A server process; its output goes to `<dir>/<name>.log`.
+pub struct Process {
+    pub name: String,
+    guardian: Child,
+    /// Closing this ends the server (see the module doc).
+    lifeline: Option<ChildStdin>,
+    pub log: PathBuf,
+}
+
+impl Process {
+    pub fn spawn(name: &str, program: &Path, args: &[String], dir: &Path) -> Process {
+        let log = dir.join(format!("{name}.log"));
+        let out = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+        let err = out.try_clone().expect("clone log handle");
+        let mut guardian = Command::new("bash")
+            .arg("-c")
+            .arg(GUARDIAN)
+            .arg(format!("guardian-{name}"))
+            .arg(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({}): {e}", program.display()));
+        let lifeline = guardian.stdin.take();
+        Process {
+            name: name.to_string(),
+            guardian,
+            lifeline,
+            log,
+        }
+    }
+
+    /// `Err` with the log's tail if the process has exited.
+    pub fn check_running(&mut self) -> Result<(), String> {
+        match self.guardian.try_wait() {
+            Ok(Some(status)) => Err(format!(
+                "{} exited ({status}); last lines of {}:\n{}",
+                self.name,
+                self.log.display(),
+                self.tail(40)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn tail(&self, lines: usize) -> String {
+        let text = self.log_text();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Kills the server and waits for it (at most a few seconds).
+    pub fn stop(&mut self) {
+        drop(self.lifeline.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.guardian.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The guardian did not act: kill it and leave the server to its own end-of-file.
+        let _ = self.guardian.kill();
+        let _ = self.guardian.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,167 @@
+//! gangplank's webhooks in front of a test control plane, installed from deploy/ itself.
+//!
+//! `kubectl kustomize deploy/` renders the configurations users apply; only the Service
+//! reference is swapped for `https://127.0.0.1:PORT/<path>` (no cluster network runs here)
+//! and the caBundle is set, so every other setting (rules, matchPolicy, namespaceSelector,
+//! failurePolicy, timeouts) is exercised as shipped.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use base64::Engine as _;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use super::control_plane::{free_ports, gangplank_certs, FIELD_MANAGER};
+use super::process::Process;
+use super::{jobs, ControlPlane, Crds};
+
+pub struct Webhooks {
+    /// `https://127.0.0.1:PORT` of `gangplank serve`.
+    pub url: String,
+    pub policies: PathBuf,
+    server: Process,
+}
+
+impl Webhooks {
+    /// The shipped policies' webhooks on the shared control plane of `crds`, installed once
+    /// per test binary.
+    pub fn shared(control_plane: &'static ControlPlane) -> &'static Webhooks {
+        static TRAINING_V1: OnceLock<Webhooks> = OnceLock::new();
+        static MPI_V2BETA1: OnceLock<Webhooks> = OnceLock::new();
+        let cell = match control_plane.crds {
+            Crds::TrainingV1 => &TRAINING_V1,
+            Crds::MpiV2beta1 => &MPI_V2BETA1,
+        };
+        cell.get_or_init(|| {
+            let policies = super::repo().join("policies");
+            super::on_own_runtime(move || Webhooks::install(control_plane, policies))
+        })
+    }
+
+    /// Starts `gangplank serve --policies <policies>` and installs the configurations of
+    /// deploy/ on `control_plane`, waiting until the apiserver calls both webhooks.
+    pub async fn install(control_plane: &ControlPlane, policies: PathBuf) -> Webhooks {
+        let dir = control_plane.dir.path();
+        let tls = dir.join("webhook-tls");
+        gangplank_certs(&tls, &["127.0.0.1"]);
+        let [port] = free_ports();
+        let args = serve_args(port, &tls, &policies);
+        let server = Process::spawn("gangplank", super::gangplank(), &args, dir);
+        let webhooks = Webhooks {
+            url: format!("https://127.0.0.1:{port}"),
+            policies,
+            server,
+        };
+        let ca = std::fs::read(tls.join("ca.crt")).expect("webhook ca.crt");
+        let client = control_plane.client().await;
+        for configuration in render_deploy(control_plane) {
+            let configuration = webhooks.point_at_self(configuration, &ca);
+            apply(&client, configuration).await;
+        }
+        webhooks.wait_active(&client).await;
+        webhooks
+    }
+
+    /// The last lines of the server's log (its one JSON line per decision included).
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.server.tail(lines)
+    }
+
+    fn point_at_self(&self, mut configuration: Value, ca: &[u8]) -> Value {
+        let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+        let hooks = configuration["webhooks"]
+            .as_array_mut()
+            .expect("webhooks list");
+        for hook in hooks {
+            let path = hook["clientConfig"]["service"]["path"]
+                .as_str()
+                .expect("deploy/ webhooks call a Service path")
+                .to_string();
+            hook["clientConfig"] =
+                json!({"url": format!("{}{path}", self.url), "caBundle": ca_bundle});
+        }
+        configuration
+    }
+
+    /// The apiserver reads webhook configurations through an informer: wait until a dry run
+    /// is mutated and a job with two Masters is refused.
+    async fn wait_active(&self, client: &kube::Client) {
+        super::wait_for("both webhooks active", Duration::from_secs(60), || async {
+            let valid = jobs::pytorch_job("webhook-probe", 1);
+            let mutated = jobs::create(client, "default", &valid, true)
+                .await
+                .map_err(|e| e.to_string())?;
+            let spec = &mutated["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"];
+            if spec["schedulerName"] != "volcano" {
+                return Err(format!("not mutated yet: {mutated}"));
+            }
+            let invalid = jobs::pytorch_job("webhook-probe", 2);
+            match jobs::create(client, "default", &invalid, true).await {
+                Err(kube::Error::Api(status)) if status.code == 403 => Ok(()),
+                other => Err(format!("not validated yet: {other:?}")),
+            }
+        })
+        .await
+    }
+}
+
+fn serve_args(port: u16, tls: &Path, policies: &Path) -> Vec<String> {
+    vec![
+        "serve".into(),
+        format!("--addr=127.0.0.1:{port}"),
+        format!("--tls-cert={}", tls.join("tls.crt").display()),
+        format!("--tls-key={}", tls.join("tls.key").display()),
+        format!("--policies={}", policies.display()),
+        "--log-format=json".into(),
+    ]
+}
+
+/// The webhook configurations of `kubectl kustomize deploy/`.
+fn render_deploy(control_plane: &ControlPlane) -> Vec<Value> {
+    let output = std::process::Command::new(control_plane.assets.kubectl())
+        .arg("kustomize")
+        .arg(super::repo().join("deploy"))
+        .output()
+        .expect("run kubectl kustomize");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "kubectl kustomize deploy/: {stderr}"
+    );
+    let text = String::from_utf8(output.stdout).expect("kustomize output is UTF-8");
+    let configurations: Vec<Value> = yaml_serde::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("kustomize output is YAML"))
+        .filter(|doc: &Value| {
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            kind.ends_with("WebhookConfiguration")
+        })
+        .collect();
+    assert_eq!(
+        configurations.len(),
+        2,
+        "deploy/ renders a mutating and a validating configuration"
+    );
+    configurations
+}
+
+async fn apply(client: &kube::Client, configuration: Value) {
+    let kind = configuration["kind"].as_str().expect("kind").to_string();
+    let name = configuration["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let resource = ApiResource {
+        group: "admissionregistration.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "admissionregistration.k8s.io/v1".into(),
+        plural: format!("{}s", kind.to_lowercase()),
+        kind,
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&name, &params, &Patch::Apply(&configuration))
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+}
