@@ -7,8 +7,8 @@
 //! - allowed or refused, as `gangplank check` says;
 //! - a refusal carries exactly `check`'s deny lines;
 //! - the object returned equals `check -o yaml`'s mutated object, except for what the
-//!   apiserver owns ([`APISERVER_OWNED`]) and the differences named in [`KNOWN`], each with
-//!   why. A difference not named there fails, and so does a named one that no longer occurs.
+//!   apiserver owns ([`APISERVER_OWNED`]) and the fields the CRD schemas default, each named
+//!   in [`SCHEMA_DEFAULTS`] with where it comes from. Any other difference fails.
 //!
 //! One trial per file. Without test binaries every trial is ignored and one line says why.
 
@@ -30,9 +30,33 @@ const APISERVER_OWNED: [&str; 5] = [
     "/metadata/managedFields",
 ];
 
-/// Differences between `check -o yaml` and the apiserver's answer that are not gangplank's:
-/// (file suffix, JSON pointer, why). Empty means none is known.
-const KNOWN: [(&str, &str, &str); 0] = [];
+/// Fields the upstream CRD schemas default, so the apiserver adds them to what gangplank
+/// returns: (JSON pointer, `*` for any one segment; the value added; where it comes from).
+/// Only an `add` of exactly this value at a matching pointer is accepted; any other
+/// difference fails the trial.
+const SCHEMA_DEFAULTS: [(&str, &str, &str); 4] = [
+    (
+        "/spec/runPolicy/suspend",
+        "false",
+        "RunPolicy.suspend defaults to false in every kubeflow.org CRD; it appears because \
+         gangplank persists runPolicy defaults",
+    ),
+    (
+        "/spec/*/*/template/spec/containers/*/ports/*/protocol",
+        "\"TCP\"",
+        "ContainerPort.protocol defaults to TCP in the CRDs' embedded pod template schema",
+    ),
+    (
+        "/spec/runLauncherAsWorker",
+        "false",
+        "mpi-operator v2beta1 CRD default",
+    ),
+    (
+        "/spec/sshAuthMountPath",
+        "\"/root/.ssh\"",
+        "mpi-operator v2beta1 CRD default",
+    ),
+];
 
 fn main() {
     let args = Arguments::from_args();
@@ -106,7 +130,7 @@ fn check_file(assets: &support::assets::Assets, path: &Path) -> Result<(), Faile
         training += 1;
         let label = format!("{}#{}", path.display(), index + 1);
         let online = runtime.block_on(create_dry_run(assets, document));
-        problems.extend(compare(&label, path, &offline, online));
+        problems.extend(compare(&label, &offline, online));
     }
     if training == 0 {
         // Not a test of anything: PVCs, v1alpha1 jobs no CRD serves. Said, not hidden.
@@ -216,19 +240,14 @@ async fn create_dry_run(
     support::jobs::create(&client, namespace, document, true).await
 }
 
-fn compare(
-    label: &str,
-    path: &Path,
-    offline: &Offline,
-    online: Result<Value, kube::Error>,
-) -> Vec<String> {
+fn compare(label: &str, offline: &Offline, online: Result<Value, kube::Error>) -> Vec<String> {
     match (offline.allowed, online) {
         (true, Ok(returned)) => {
             let expected = offline
                 .mutated
                 .as_ref()
                 .expect("allowed objects are written");
-            object_differences(label, path, expected, returned)
+            object_differences(label, expected, returned)
         }
         (false, Err(kube::Error::Api(status))) if status.code == 403 => {
             let lines = refusal_lines(&status.message);
@@ -258,12 +277,7 @@ fn refusal_lines(message: &str) -> Vec<String> {
     body.lines().map(str::to_string).collect()
 }
 
-fn object_differences(
-    label: &str,
-    path: &Path,
-    expected: &Value,
-    mut returned: Value,
-) -> Vec<String> {
+fn object_differences(label: &str, expected: &Value, mut returned: Value) -> Vec<String> {
     for owned in APISERVER_OWNED {
         remove_pointer(&mut returned, owned);
     }
@@ -271,32 +285,37 @@ fn object_differences(
     if expected["metadata"].get("namespace").is_none() {
         remove_pointer(&mut returned, "/metadata/namespace");
     }
-    let file = path.display().to_string();
-    let known: Vec<&(&str, &str, &str)> = KNOWN.iter().filter(|k| file.ends_with(k.0)).collect();
-    let mut problems = Vec::new();
-    let mut seen = Vec::new();
-    for op in json_patch::diff(expected, &returned).0 {
-        let pointer = op_path(&op);
-        match known.iter().find(|k| pointer == k.1) {
-            Some(k) => seen.push(k.1),
-            None => problems.push(format!(
-                "{label}: the apiserver's object differs from check -o yaml: {}",
-                serde_json::to_string(&op).unwrap_or_default()
-            )),
-        }
-    }
-    for k in known.iter().filter(|k| !seen.contains(&k.1)) {
-        problems.push(format!(
-            "{label}: known difference {} ({}) no longer occurs",
-            k.1, k.2
-        ));
-    }
-    problems
+    json_patch::diff(expected, &returned)
+        .0
+        .iter()
+        .filter(|op| !is_schema_default(op))
+        .map(|op| {
+            let op = serde_json::to_string(op).unwrap_or_default();
+            format!("{label}: the apiserver's object differs from check -o yaml: {op}")
+        })
+        .collect()
 }
 
-fn op_path(op: &json_patch::PatchOperation) -> String {
-    let value = serde_json::to_value(op).unwrap_or_default();
-    value["path"].as_str().unwrap_or_default().to_string()
+/// An `add` of a value the CRD schema defaults ([`SCHEMA_DEFAULTS`]).
+fn is_schema_default(op: &json_patch::PatchOperation) -> bool {
+    let json_patch::PatchOperation::Add(add) = op else {
+        return false;
+    };
+    let pointer = add.path.to_string();
+    SCHEMA_DEFAULTS.iter().any(|(pattern, value, _)| {
+        let value: Value = serde_json::from_str(value).expect("SCHEMA_DEFAULTS value is JSON");
+        add.value == value && pointer_matches(pattern, &pointer)
+    })
+}
+
+fn pointer_matches(pattern: &str, pointer: &str) -> bool {
+    let (pattern, pointer): (Vec<&str>, Vec<&str>) =
+        (pattern.split('/').collect(), pointer.split('/').collect());
+    pattern.len() == pointer.len()
+        && pattern
+            .iter()
+            .zip(&pointer)
+            .all(|(p, s)| *p == "*" || p == s)
 }
 
 fn remove_pointer(value: &mut Value, pointer: &str) {

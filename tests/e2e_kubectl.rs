@@ -1,0 +1,207 @@
+//! kubectl, the client users have, against a real kube-apiserver with gangplank's webhooks
+//! (the kubectl of the test binaries, so client and server are of one version).
+//!
+//! What a user sees: warnings as `Warning:` lines, stored defaults in `kubectl get -o yaml`,
+//! the mutated object from `apply --dry-run=server`, the apiserver's refusal with our lines,
+//! and a second apply of the same file that changes nothing.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use support::{ControlPlane, Crds, Webhooks};
+
+/// A user's shell: kubectl pointed at the test control plane, in one namespace.
+struct Kubectl {
+    binary: PathBuf,
+    kubeconfig: PathBuf,
+    namespace: String,
+    dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    async fn setup(test: &str) -> Option<Kubectl> {
+        let assets = support::assets::require("e2e_kubectl")?;
+        let control_plane = ControlPlane::shared(&assets, Crds::TrainingV1);
+        Webhooks::shared(control_plane);
+        Some(Kubectl {
+            binary: assets.kubectl(),
+            kubeconfig: control_plane.kubeconfig.clone(),
+            namespace: control_plane.namespace(test).await,
+            dir: tempfile::tempdir().expect("temp dir"),
+        })
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(&self.binary)
+            .env_remove("KUBECONFIG")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--namespace", &self.namespace])
+            .args(args)
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// Runs kubectl and requires success; stdout and stderr.
+    fn ok(&self, args: &[&str]) -> (String, String) {
+        let output = self.run(args);
+        let (stdout, stderr) = texts(&output);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed:\n{stderr}\n{stdout}"
+        );
+        (stdout, stderr)
+    }
+
+    /// A manifest file in this test's temp dir.
+    fn write(&self, name: &str, manifest: &Value) -> PathBuf {
+        let path = self.dir.path().join(name);
+        let text = yaml_serde::to_string(manifest).expect("YAML");
+        std::fs::write(&path, text).expect("write manifest");
+        path
+    }
+
+    fn get_job(&self, name: &str) -> Value {
+        let (stdout, _) = self.ok(&["get", "pytorchjob", name, "-o", "yaml"]);
+        yaml_serde::from_str(&stdout).expect("kubectl get -o yaml is YAML")
+    }
+}
+
+fn texts(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn path_arg(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// examples/pytorchjob-gpu.yaml (1 Master + 8 Workers, 8 GPUs each) with torchrun told to
+/// start 4 processes per pod: admitted, with nproc_gpu's warning.
+fn job_with_a_warning() -> Value {
+    let path = support::repo().join("examples/pytorchjob-gpu.yaml");
+    let text = std::fs::read_to_string(path).expect("example");
+    let mut job: Value = yaml_serde::from_str(&text).expect("example YAML");
+    job["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    job["spec"]["nprocPerNode"] = "4".into();
+    job
+}
+
+#[tokio::test]
+async fn kubectl_apply_prints_our_warnings_and_get_shows_the_stored_defaults() {
+    let Some(kubectl) = Kubectl::setup("kubectl-apply").await else {
+        return;
+    };
+    let file = kubectl.write("job.yaml", &job_with_a_warning());
+    let (stdout, stderr) = kubectl.ok(&["apply", "-f", path_arg(&file)]);
+    assert!(
+        stdout.contains("pytorchjob.kubeflow.org/resnet50-imagenet created"),
+        "{stdout}"
+    );
+    let warning = "Warning: [nproc_gpu] /spec/nprocPerNode: ";
+    assert!(stderr.contains(warning), "no {warning:?} in:\n{stderr}");
+
+    let stored = kubectl.get_job("resnet50-imagenet");
+    let spec = &stored["spec"];
+    assert_eq!(spec["runPolicy"]["cleanPodPolicy"], "Running", "{stored:#}");
+    assert_eq!(
+        spec["runPolicy"]["schedulingPolicy"]["minAvailable"], 9,
+        "{stored:#}"
+    );
+    for replica in ["Master", "Worker"] {
+        let pod = &spec["pytorchReplicaSpecs"][replica]["template"]["spec"];
+        assert_eq!(pod["schedulerName"], "volcano", "{replica}: {stored:#}");
+    }
+}
+
+#[tokio::test]
+async fn kubectl_server_dry_run_prints_the_mutated_object_and_stores_nothing() {
+    let Some(kubectl) = Kubectl::setup("kubectl-dry-run").await else {
+        return;
+    };
+    let file = kubectl.write("job.yaml", &job_with_a_warning());
+    let (stdout, _) = kubectl.ok(&[
+        "apply",
+        "--dry-run=server",
+        "-o",
+        "yaml",
+        "-f",
+        path_arg(&file),
+    ]);
+    let printed: Value = yaml_serde::from_str(&stdout).expect("-o yaml prints YAML");
+    let run_policy = &printed["spec"]["runPolicy"];
+    assert_eq!(
+        run_policy["schedulingPolicy"]["minAvailable"], 9,
+        "{printed:#}"
+    );
+    assert_eq!(run_policy["cleanPodPolicy"], "Running", "{printed:#}");
+    let output = kubectl.run(&["get", "pytorchjob", "resnet50-imagenet"]);
+    let (_, stderr) = texts(&output);
+    assert!(!output.status.success(), "a server dry run stored the job");
+    assert!(
+        stderr.contains("NotFound") || stderr.contains("not found"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn kubectl_apply_of_a_refused_job_prints_the_apiservers_message_with_our_lines() {
+    let Some(kubectl) = Kubectl::setup("kubectl-refused").await else {
+        return;
+    };
+    let file = support::repo().join("examples/rejected/two-masters.yaml");
+    let mut job: Value =
+        yaml_serde::from_str(&std::fs::read_to_string(file).expect("example")).expect("YAML");
+    job["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    let file = kubectl.write("two-masters.yaml", &job);
+    let output = kubectl.run(&["apply", "-f", path_arg(&file)]);
+    let (_, stderr) = texts(&output);
+    assert!(!output.status.success(), "refused, so kubectl fails");
+    for expected in [
+        "admission webhook \"validate.gangplank.dev\" denied the request:",
+        "[coordinator] /spec/pytorchReplicaSpecs/Master/replicas: Master has 2 replicas",
+    ] {
+        assert!(stderr.contains(expected), "no {expected:?} in:\n{stderr}");
+    }
+}
+
+/// The mutating webhook is idempotent: on UPDATE it finds its defaults in place and patches
+/// nothing, so re-applying a file never bumps `metadata.generation` (which would look like a
+/// spec change to every controller watching the job).
+#[tokio::test]
+async fn applying_the_same_file_again_changes_nothing() {
+    let Some(kubectl) = Kubectl::setup("kubectl-reapply").await else {
+        return;
+    };
+    let file = kubectl.write("job.yaml", &job_with_a_warning());
+    kubectl.ok(&["apply", "-f", path_arg(&file)]);
+    let first = kubectl.get_job("resnet50-imagenet");
+
+    let (stdout, _) = kubectl.ok(&["apply", "-f", path_arg(&file)]);
+    assert!(stdout.contains("unchanged"), "{stdout}");
+    // Client-side apply sends nothing for an unchanged file; these two do reach the
+    // webhooks as UPDATEs with the file's content, without gangplank's defaults.
+    kubectl.ok(&["apply", "--server-side", "-f", path_arg(&file)]);
+    kubectl.ok(&["replace", "-f", path_arg(&file)]);
+
+    let last = kubectl.get_job("resnet50-imagenet");
+    let generation = |job: &Value| job["metadata"]["generation"].clone();
+    assert_eq!(
+        generation(&last),
+        generation(&first),
+        "generation bumped:\n{last:#}"
+    );
+    assert_eq!(last["spec"], first["spec"], "spec changed");
+    assert_eq!(generation(&first), 1, "{first:#}");
+}
