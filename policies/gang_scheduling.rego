@@ -55,7 +55,9 @@ mutation contains {"op": "default", "path": concat("", [r.podSpecPath, "/schedul
 	not r.schedulerName
 }
 
-mutation contains {"op": "default", "path": min_available_path, "value": gang_size} if {
+# Derived: computed from the replica counts, so recomputed when they change (README,
+# "Derived defaults") while the field still holds the value written here.
+mutation contains {"op": "default", "path": min_available_path, "value": gang_size, "derived": true} if {
 	needs_scheduler
 	min_available_writable
 }

@@ -23,7 +23,6 @@
     reason = "request data decides lengths; use get()"
 )]
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,7 +33,8 @@ use tracing::{field::Empty, info, warn, Instrument};
 use super::metrics::{Decision, Endpoint, Failure, Metrics};
 use super::reload::PolicyStore;
 use super::review::{self, BadReview, Verdict};
-use crate::policy::{Action, EvalError, PolicySet};
+use super::verdict;
+use crate::policy::{EvalError, PolicySet};
 use crate::review::decide;
 use crate::review::Input;
 
@@ -167,56 +167,78 @@ async fn handle(
         return (reply(&Verdict::allow(), &uid), kind, Decision::Skipped);
     }
 
-    match evaluate(ctx, endpoint, set, input).await {
-        Ok(Outcome::Mutated { patch, policies }) => {
-            let decision = if patch.0.is_empty() {
-                Decision::Allowed
-            } else {
-                Decision::Patched
-            };
-            info!(decision = decision.as_str(), policies = %policies.join(","), operations = patch.0.len(), "admission decision");
-            let verdict = Verdict {
-                patch: Some(patch),
-                ..Verdict::allow()
-            };
-            (reply(&verdict, &uid), kind, decision)
-        }
-        Ok(Outcome::Validated(violations)) => {
-            for v in &violations {
-                ctx.metrics.violation(&v.policy, v.action);
-            }
-            let verdict = verdict_for(&violations);
-            let decision = if verdict.allowed {
-                Decision::Allowed
-            } else {
-                Decision::Denied
-            };
-            let mut hit: Vec<&str> = violations.iter().map(|v| v.policy.as_str()).collect();
-            hit.sort_unstable();
-            hit.dedup();
-            info!(decision = decision.as_str(), policies = %hit.join(","), violations = violations.len(), "admission decision");
-            (reply(&verdict, &uid), kind, decision)
-        }
+    match evaluate(ctx, set, input).await {
+        Ok(decision) => answer(ctx, endpoint, &uid, kind, &decision),
         Err((failure, message)) => fail(ctx, &uid, kind, failure, message),
     }
 }
 
-enum Outcome {
-    Mutated {
-        patch: json_patch::Patch,
-        /// Policies whose intents changed the object.
-        policies: Vec<String>,
-    },
-    Validated(Vec<crate::policy::Violation>),
+/// The answer of `endpoint` from the one decision both endpoints, `check` and `test` share.
+///
+/// `/mutate` answers the patch and never refuses by policy: the apiserver then calls
+/// `/validate` with the patched object, whose decision carries every violation (those of
+/// intents that could not be applied included, since the broken structure is still there).
+/// Answering violations once keeps kubectl from printing each warning twice.
+fn answer(
+    ctx: &Context,
+    endpoint: Endpoint,
+    uid: &str,
+    kind: &'static str,
+    decision: &decide::Decision,
+) -> (Answer, &'static str, Decision) {
+    match endpoint {
+        Endpoint::Mutate => {
+            let mut policies: Vec<&str> =
+                decision.applied.iter().map(|i| i.policy.as_str()).collect();
+            policies.sort_unstable();
+            policies.dedup();
+            let outcome = if decision.patch.0.is_empty() {
+                Decision::Allowed
+            } else {
+                Decision::Patched
+            };
+            info!(decision = outcome.as_str(), policies = %policies.join(","), operations = decision.patch.0.len(), "admission decision");
+            let verdict = Verdict {
+                patch: Some(decision.patch.clone()),
+                ..Verdict::allow()
+            };
+            (reply(&verdict, uid), kind, outcome)
+        }
+        Endpoint::Validate => {
+            for v in &decision.violations {
+                ctx.metrics.violation(&v.policy, v.action);
+            }
+            let verdict = verdict::for_decision(decision);
+            let outcome = if verdict.allowed {
+                Decision::Allowed
+            } else {
+                Decision::Denied
+            };
+            let mut hit: Vec<&str> = decision
+                .violations
+                .iter()
+                .map(|v| v.policy.as_str())
+                .collect();
+            hit.sort_unstable();
+            hit.dedup();
+            // Every finding in full: warnings on the wire may be shortened (verdict.rs).
+            let findings: Vec<String> = decision
+                .violations
+                .iter()
+                .map(|v| format!("{} {}", v.action, v.render()))
+                .collect();
+            info!(decision = outcome.as_str(), policies = %hit.join(","), violations = decision.violations.len(), findings = ?findings, "admission decision");
+            (reply(&verdict, uid), kind, outcome)
+        }
+    }
 }
 
 /// Runs the policies on a blocking thread within the deadline and concurrency bound.
 async fn evaluate(
     ctx: &Context,
-    endpoint: Endpoint,
     set: Arc<PolicySet>,
     input: Input,
-) -> Result<Outcome, (Failure, String)> {
+) -> Result<decide::Decision, (Failure, String)> {
     let deadline = ctx.eval_timeout;
     let timed_out = || {
         (
@@ -239,7 +261,7 @@ async fn evaluate(
             // Alone: nothing waits behind this review, so evaluate here (see module doc).
             // The deadline cannot interrupt it; a late verdict is refused below.
             let _permit = permit;
-            return run_policies(endpoint, &set, &input).map_err(evaluation_failed);
+            return decide::review(&set, &input).map_err(evaluation_failed);
         }
         let span = tracing::Span::current();
         let task = tokio::task::spawn_blocking(move || {
@@ -247,7 +269,7 @@ async fn evaluate(
             // waiting: a timed-out evaluation still counts against the bound.
             let _permit = permit;
             let _entered = span.enter();
-            run_policies(endpoint, &set, &input)
+            decide::review(&set, &input)
         });
         match task.await {
             Ok(result) => result.map_err(evaluation_failed),
@@ -269,51 +291,6 @@ fn evaluation_failed(e: EvalError) -> (Failure, String) {
         Failure::Evaluation,
         format!("policy evaluation failed, so the request is refused: {e}"),
     )
-}
-
-fn run_policies(endpoint: Endpoint, set: &PolicySet, input: &Input) -> Result<Outcome, EvalError> {
-    match endpoint {
-        Endpoint::Mutate => {
-            let m = decide::mutate(set, input)?;
-            let mut policies: Vec<String> = m.applied.into_iter().map(|i| i.policy).collect();
-            policies.sort_unstable();
-            policies.dedup();
-            Ok(Outcome::Mutated {
-                patch: m.patch,
-                policies,
-            })
-        }
-        // The apiserver calls validating webhooks with the object as mutated.
-        Endpoint::Validate => decide::validate(set, input, &input.object).map(Outcome::Validated),
-    }
-}
-
-/// Deny violations refuse (403, one `[policy] path: message` per line); warn violations
-/// become warnings; audit violations become audit annotations keyed by policy.
-fn verdict_for(violations: &[crate::policy::Violation]) -> Verdict {
-    let by = |action: Action| {
-        violations
-            .iter()
-            .filter(move |v| v.action == action)
-            .map(crate::policy::Violation::render)
-    };
-    let denials: Vec<String> = by(Action::Deny).collect();
-    let mut verdict = if denials.is_empty() {
-        Verdict::allow()
-    } else {
-        Verdict::deny(denials.join("\n"))
-    };
-    verdict.warnings = by(Action::Warn).collect();
-    let mut audit: BTreeMap<String, String> = BTreeMap::new();
-    for v in violations.iter().filter(|v| v.action == Action::Audit) {
-        let entry = audit.entry(v.policy.clone()).or_default();
-        if !entry.is_empty() {
-            entry.push_str("; ");
-        }
-        entry.push_str(&v.render());
-    }
-    verdict.audit_annotations = audit;
-    verdict
 }
 
 fn fail(

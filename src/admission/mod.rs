@@ -3,6 +3,7 @@
 //! - [`server`]: routes, the TLS accept loop, graceful shutdown ([`server::Server`]).
 //! - [`handler`]: `/mutate` and `/validate`: decode, evaluate (bounded), encode.
 //! - [`review`]: AdmissionReview v1 in and out.
+//! - [`verdict`]: a decision as `/validate` answers it, warnings within Kubernetes' limits.
 //! - [`reload`]: the serving policy set and its hot reload.
 //! - [`tls`]: the serving certificate and its hot reload.
 //! - [`certs`]: a CA and serving certificates (`gangplank certs`, ephemeral `serve`).
@@ -16,6 +17,7 @@ pub mod reload;
 pub mod review;
 pub mod server;
 pub mod tls;
+pub mod verdict;
 
 pub use metrics::Metrics;
 pub use reload::PolicyStore;

@@ -57,6 +57,11 @@ pub struct Intent {
     pub op: Op,
     pub path: String,
     pub value: Value,
+    /// `"derived": true`: the value is computed from the job's shape (minAvailable from the
+    /// replica counts), so while the field still holds what gangplank wrote it is recomputed
+    /// on every update ([`crate::review::provenance`]). Only `default` and `set` record it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub derived: bool,
 }
 
 impl Intent {
@@ -86,6 +91,8 @@ impl Intent {
             op,
             path: path.to_string(),
             value: value.unwrap_or(Value::Null),
+            derived: v.get("derived") == Some(&Value::Bool(true))
+                && matches!(op, Op::Default | Op::Set),
         })
     }
 
@@ -264,6 +271,7 @@ mod tests {
             op,
             path: path.into(),
             value,
+            derived: false,
         }
     }
 

@@ -6,6 +6,7 @@
 //!   gang_scheduling:
 //!     action: deny                         # deny | warn | audit
 //!     enabled: true
+//!     allowExistingViolations: true        # UPDATE: old, untouched violations only warn
 //!     excludedNamespaces: [sandbox]
 //!     params: {scheduler: volcano}         # merged over the policy's meta.params
 //! ```
@@ -68,6 +69,10 @@ pub struct ParamsFile {
 pub struct PolicyParams {
     pub action: Option<Action>,
     pub enabled: Option<bool>,
+    /// On UPDATE, whether a deny violation the stored object already had, on a field the
+    /// update leaves as it was, is only a warning (default true; Kyverno's
+    /// `allowExistingViolations`). False: such violations are refused like new ones.
+    pub allow_existing_violations: Option<bool>,
     #[serde(default)]
     pub excluded_namespaces: Vec<String>,
     #[serde(default)]
@@ -93,6 +98,8 @@ impl ParamsFile {
             let p = self.policies.entry(name.clone()).or_default();
             p.action = o.action.or(p.action);
             p.enabled = o.enabled.or(p.enabled);
+            p.allow_existing_violations =
+                o.allow_existing_violations.or(p.allow_existing_violations);
             if !o.excluded_namespaces.is_empty() {
                 p.excluded_namespaces = o.excluded_namespaces.clone();
             }

@@ -69,6 +69,8 @@ pub struct PolicyInfo {
     /// Action from params.yaml, else the policy's default.
     pub action: Action,
     pub enabled: bool,
+    /// params.yaml `allowExistingViolations` (default true): see [`crate::review::existing`].
+    pub allow_existing_violations: bool,
     pub excluded_namespaces: Vec<String>,
     /// `meta.params` overlaid with params.yaml: what the policy sees as `data.params.<name>`.
     pub params: Map<String, Value>,
@@ -146,6 +148,7 @@ impl PolicySet {
                 description,
                 action: configured.action.unwrap_or(action),
                 enabled: configured.enabled.unwrap_or(true),
+                allow_existing_violations: configured.allow_existing_violations.unwrap_or(true),
                 excluded_namespaces: configured.excluded_namespaces,
                 params,
                 has_mutation: declared("mutation"),

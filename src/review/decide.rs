@@ -2,12 +2,15 @@
 //!
 //! Entry points: [`mutate`] (what `/mutate` answers), [`validate`] (what `/validate`
 //! answers) and [`review`] (both in sequence, what the apiserver's two calls add up to,
-//! and what `gangplank check` shows).
+//! and what `gangplank check` shows). The webhooks answer both endpoints from [`review`]:
+//! `/mutate` its patch, `/validate` its violations (on the already mutated object, where the
+//! mutation changes nothing more), so the webhooks, `check` and `test` cannot disagree.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::input::{Input, Operation};
+use super::provenance::Provenance;
 use crate::policy::{Action, EvalError, Intent, PolicySet, Violation};
 
 /// What the policies make of one request.
@@ -69,6 +72,18 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
             input.operation.as_str()
         ));
     }
+    // A job being deleted only loses finalizers and status from here on; refusing that
+    // (say, after a policy was tightened) would keep it from ever going away.
+    if input.operation == Operation::Update
+        && input
+            .object
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+    {
+        return Some(
+            "the job is being deleted (deletionTimestamp is set); updates are not checked".into(),
+        );
+    }
     if input.kind().is_none() {
         let (api_version, kind) = input.type_meta();
         return Some(format!(
@@ -89,22 +104,31 @@ pub struct Mutation {
     pub mutated: Value,
     pub applied: Vec<Intent>,
     /// Intents that could not be applied (the object's structure is broken where they point,
-    /// e.g. `template: "oops"`), as violations of their policy. The rest still apply, so one
-    /// malformed field never hides what the other policies have to say.
+    /// e.g. `template: "oops"`), as violations of their policy, and warnings about a garbled
+    /// record of derived defaults. The rest still apply, so one malformed field never hides
+    /// what the other policies have to say.
     pub failed: Vec<Violation>,
     pub patch: json_patch::Patch,
 }
 
 /// Runs every mutation policy on the submitted object. Policies all see the submitted
-/// object; their intents are applied in order (see [`PolicySet::mutation_intents`]).
+/// object, less the derived defaults gangplank wrote earlier (see [`super::provenance`]);
+/// their intents are applied in order (see [`PolicySet::mutation_intents`]). On UPDATE,
+/// images keep the stored object's digests (see [`super::pinned`]).
 pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
-    let intents = set.mutation_intents(&input.build_rego_input(), &input.namespace)?;
+    let input = super::pinned::keep_stored_digests(input);
+    let mut provenance = Provenance::read(&input.object);
     let mut mutated = input.object.clone();
+    provenance.release(&mut mutated);
+    let intents = set.mutation_intents(&input.rego_input_for(&mutated), &input.namespace)?;
     let mut applied = Vec::new();
     let mut failed = Vec::new();
     for intent in intents {
         match intent.apply(&mut mutated) {
-            Ok(true) => applied.push(intent),
+            Ok(true) => {
+                provenance.record(&intent);
+                applied.push(intent);
+            }
             Ok(false) => {}
             Err(e) => failed.push(Violation {
                 action: set
@@ -121,6 +145,8 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
             }),
         }
     }
+    provenance.write(&mut mutated);
+    failed.append(&mut provenance.notes);
     let patch = json_patch::diff(&input.object, &mutated);
     Ok(Mutation {
         mutated,
@@ -153,6 +179,7 @@ pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
     } = mutate(set, input)?;
     let mut violations = validate(set, input, &mutated)?;
     violations.extend(failed);
+    super::existing::excuse_existing(set, input, &mutated, &mut violations)?;
     crate::policy::eval::sort_violations(&mut violations);
     Ok(Decision {
         skipped: None,

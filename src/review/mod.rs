@@ -6,7 +6,10 @@
 
 pub mod decide;
 pub mod documents;
+pub mod existing;
 pub mod input;
+pub mod pinned;
+pub mod provenance;
 
 pub use decide::{review, Decision};
 pub use documents::{read_documents, Document, DocumentError};

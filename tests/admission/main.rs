@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod cli;
+mod differential;
 mod in_process;
 mod load;
 mod probes;
