@@ -127,3 +127,13 @@ violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
 	other.name == c.name
 	msg := sprintf("%s pods have two containers named \"%s\"; container names must be unique within a pod (init containers included). Rename one of them", [r.type, c.name])
 }
+
+# Ephemeral containers exist only in running pods (`kubectl debug` adds them through the
+# pods/ephemeralcontainers subresource); in a template every pod creation would fail.
+violation contains {"path": concat("", [r.podSpecPath, "/ephemeralContainers"]), "msg": msg} if {
+	some r in input.job.replicas
+	spec := input.object.spec[input.job.replicaField][r.key].template.spec
+	is_object(spec)
+	spec.ephemeralContainers != null
+	msg := sprintf("%s pod template sets ephemeralContainers, which only running pods can have (kubectl debug); remove it", [r.type])
+}

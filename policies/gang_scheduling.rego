@@ -33,9 +33,13 @@ scheduling_policy := object.get(lib.run_policy(input.object), "schedulingPolicy"
 min_available_path := "/spec/runPolicy/schedulingPolicy/minAvailable"
 
 # The gang size: every pod, or for an elastic job the pods that must exist for it to start.
+# A minReplicas outside [1, Workers] is the replicas policy's to refuse, with its own message;
+# the gang is then every pod, so no second, indirect message about minAvailable follows.
 gang_size := n if {
 	min := input.object.spec.elasticPolicy.minReplicas
 	is_number(min)
+	min >= 1
+	min <= sum([r.replicas | some r in input.job.replicas; r.role == "worker"])
 	n := min + sum([r.replicas | some r in input.job.replicas; r.role != "worker"])
 } else := input.job.totalPods
 

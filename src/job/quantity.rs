@@ -88,10 +88,18 @@ pub fn gpu_resources(
 /// string ("8", "1.0"); the apiserver normalises "1.0" to "1".
 fn whole_number(v: &Value) -> Option<i64> {
     let f = match v {
-        Value::Number(n) => n.as_i64().map_or_else(|| n.as_f64(), |i| Some(i as f64))?,
-        Value::String(s) => s.parse::<f64>().ok()?,
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => return (i >= 0).then_some(i),
+            None => n.as_f64()?,
+        },
+        Value::String(s) => match s.parse::<i64>() {
+            Ok(i) => return (i >= 0).then_some(i),
+            Err(_) => s.parse::<f64>().ok()?,
+        },
         _ => return None,
     };
-    let whole = f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= i64::MAX as f64;
+    // `i64::MAX as f64` rounds up to 2^63, which does not fit: strictly below it the cast is
+    // exact, at it the cast would saturate and 2^63 devices would read as i64::MAX.
+    let whole = f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f < i64::MAX as f64;
     whole.then_some(f as i64)
 }

@@ -153,7 +153,12 @@ impl JobView {
                 Vec::new()
             }
         };
-        let total_pods = replicas.iter().map(|r| r.replicas.max(0)).sum();
+        let total_pods = checked_total(
+            replicas.iter().map(|r| r.replicas.max(0)),
+            &replica_specs_path,
+            "the replica counts",
+            &mut problems,
+        );
         JobView {
             api_version: spec.api_version(),
             kind: spec.kind,
@@ -291,6 +296,15 @@ fn replica(
     let containers = containers_at(pod_spec, "containers", &pod_spec_path, problems);
     let init_containers = containers_at(pod_spec, "initContainers", &pod_spec_path, problems);
     let default_container_index = default_container(&containers, default_name);
+    let per_pod = |what: &str, count: fn(&ContainerView) -> i64, problems: &mut Vec<Problem>| {
+        checked_total(containers.iter().map(count), &pod_spec_path, what, problems)
+    };
+    let gpus_per_pod = per_pod("the GPUs of the containers", |c| c.gpus, problems);
+    let mig_slices_per_pod = per_pod(
+        "the MIG slices of the containers",
+        |c| c.mig_slices,
+        problems,
+    );
     ReplicaView {
         key: key.to_string(),
         replica_type: canonical.to_string(),
@@ -314,14 +328,14 @@ fn replica(
         node_selector: map_at(pod_spec.and_then(|s| s.get("nodeSelector"))),
         annotations: map_at(tmeta.and_then(|m| m.get("annotations"))),
         labels: map_at(tmeta.and_then(|m| m.get("labels"))),
-        gpus_per_pod: containers.iter().map(|c| c.gpus).sum(),
-        mig_slices_per_pod: containers.iter().map(|c| c.mig_slices).sum(),
+        gpus_per_pod,
+        mig_slices_per_pod,
         containers,
         init_containers,
         default_container_index,
         last_pod_name: match known {
             Some(t) if t.unindexed => format!("{job}-{}", canonical.to_lowercase()),
-            _ => pod_name(job, canonical, (replicas - 1).max(0)),
+            _ => pod_name(job, canonical, replicas.saturating_sub(1).max(0)),
         },
     }
 }
@@ -418,13 +432,24 @@ fn container(
 ) -> ContainerView {
     let resources = pointer::join(&path, ["resources"]);
     let gpu_resources = gpu_resources(c.get("resources"), &resources, problems);
-    let sum = |pred: fn(&GpuResource) -> bool| {
+    let counts = |pred: fn(&GpuResource) -> bool| {
         gpu_resources
             .iter()
-            .filter(|g| pred(g))
+            .filter(move |g| pred(g))
             .map(GpuResource::count)
-            .sum()
     };
+    let gpus = checked_total(
+        counts(GpuResource::is_whole_gpu),
+        &resources,
+        "the GPUs",
+        problems,
+    );
+    let mig_slices = checked_total(
+        counts(GpuResource::is_mig),
+        &resources,
+        "the MIG slices",
+        problems,
+    );
     ContainerView {
         name: optional_text(c, "name", &path, problems)
             .unwrap_or_default()
@@ -433,8 +458,8 @@ fn container(
             .unwrap_or_default()
             .to_string(),
         index,
-        gpus: sum(GpuResource::is_whole_gpu),
-        mig_slices: sum(GpuResource::is_mig),
+        gpus,
+        mig_slices,
         gpu_resources,
         env_names: c
             .get("env")
@@ -447,6 +472,31 @@ fn container(
             .unwrap_or_default(),
         path,
     }
+}
+
+/// The sum of `values`, or, when it does not fit in an i64, i64::MAX and a problem at
+/// `path`: a total that wrapped around would look small (a 2-pod job needing no gang).
+fn checked_total(
+    values: impl Iterator<Item = i64>,
+    path: &str,
+    what: &str,
+    problems: &mut Vec<Problem>,
+) -> i64 {
+    let mut total: i64 = 0;
+    for v in values {
+        let Some(t) = total.checked_add(v) else {
+            problems.push(problem(
+                path,
+                format!(
+                    "{what} add up to more than {}, which cannot be right",
+                    i64::MAX
+                ),
+            ));
+            return i64::MAX;
+        };
+        total = t;
+    }
+    total
 }
 
 fn object_at<'a>(

@@ -1,0 +1,41 @@
+# gangplank.dev/* annotations where gangplank reads them. Some are read only from a replica's
+# pod template (gangplank.dev/mig-profile); written on the job's metadata instead, they would
+# be silently ignored. Others are not gangplank annotations at all (a typo).
+package gangplank.policies.annotations
+
+import rego.v1
+
+import data.gangplank.lib
+
+meta := {
+	"title": "gangplank.dev annotations in the right place",
+	"description": "Warns about gangplank.dev/* annotations on the job's metadata that gangplank reads only from pod templates (gangplank.dev/mig-profile), and about gangplank.dev/* keys gangplank does not know.",
+	"action": "warn",
+	"params": {},
+}
+
+prefix := "gangplank.dev/"
+
+# Read from the job's metadata: the GPU class, and gangplank's own record of derived defaults.
+on_job := {"gangplank.dev/gpu-class", "gangplank.dev/defaulted"}
+
+# Read from each replica's pod template only.
+on_template := {"gangplank.dev/mig-profile", "gangplank.dev/gpu-class"}
+
+job_keys := [k | some k, _ in input.object.metadata.annotations; startswith(k, prefix)] if {
+	is_object(input.object.metadata.annotations)
+}
+
+violation contains {"path": lib.ptrs("/metadata", ["annotations", k]), "msg": msg} if {
+	some k in job_keys
+	not k in on_job
+	k in on_template
+	msg := sprintf("%s is read from pod templates only; move it to spec.%s.<type>.template.metadata.annotations", [k, input.job.replicaField])
+}
+
+violation contains {"path": lib.ptrs("/metadata", ["annotations", k]), "msg": msg} if {
+	some k in job_keys
+	not k in on_job
+	not k in on_template
+	msg := sprintf("%s is not an annotation gangplank reads (it knows %v)", [k, sort(on_job | on_template)])
+}
