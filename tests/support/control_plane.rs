@@ -161,18 +161,6 @@ impl ControlPlane {
     }
 }
 
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "(control plane files kept in {})",
-                self.dir.path().display()
-            );
-            self.dir.disable_cleanup(true);
-        }
-    }
-}
-
 /// Why one start failed.
 enum StartError {
     /// Another process took a port between our check and the bind: worth another try.
@@ -200,6 +188,7 @@ async fn start_once(assets: &Assets, crds: Crds) -> Result<ControlPlane, StartEr
         .prefix("gangplank-control-plane-")
         .tempdir()
         .map_err(|e| StartError::Failed(format!("temp dir: {e}")))?;
+    super::process::remove_at_exit(dir.path());
     let [etcd_port, peer_port, api_port] = free_ports();
     let tls = dir.path().join("apiserver-tls");
     gangplank_certs(&tls, &["localhost", "127.0.0.1"]);

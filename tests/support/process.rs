@@ -103,3 +103,24 @@ impl Drop for Process {
         self.stop();
     }
 }
+
+/// Removes `dir` when the test binary ends, however it ends.
+///
+/// The shared control plane lives in a static, whose destructor (and so its `TempDir`'s)
+/// never runs: a `bash` janitor waits for end-of-file on a pipe from this process, gives the
+/// killed servers a moment to go, and removes the directory.
+pub fn remove_at_exit(dir: &Path) {
+    let janitor = Command::new("bash")
+        .arg("-c")
+        .arg(r#"read -r _; sleep 1; rm -rf -- "$1""#)
+        .arg("janitor")
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    // Leaked on purpose: the pipe must stay open until this process exits.
+    if let Ok(janitor) = janitor {
+        std::mem::forget(janitor);
+    }
+}
