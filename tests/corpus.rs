@@ -21,7 +21,7 @@ use gangplank::policy::PolicySet;
 use gangplank::review::documents::ReadOptions;
 use gangplank::review::{read_documents, review};
 use jsonschema::Validator;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies");
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
@@ -176,10 +176,18 @@ struct Reviewed {
     mutated: Value,
 }
 
+/// The shipped policies, compiled once for all tests of this file.
+fn shipped() -> &'static PolicySet {
+    static SET: OnceLock<PolicySet> = OnceLock::new();
+    SET.get_or_init(|| {
+        PolicySet::load(Path::new(POLICIES))
+            .unwrap_or_else(|e| panic!("policies in {POLICIES} do not load: {e}"))
+    })
+}
+
 /// Reads and reviews `paths`; input and policy errors are returned as failures.
 fn review_paths(paths: &[PathBuf]) -> (Vec<Reviewed>, Vec<String>) {
-    let set = PolicySet::load(Path::new(POLICIES))
-        .unwrap_or_else(|e| panic!("policies in {POLICIES} do not load: {e}"));
+    let set = shipped();
     let (mut jobs, mut failures) = (Vec::new(), Vec::new());
     for doc in read_documents(paths, &ReadOptions::default()) {
         let doc = match doc {
@@ -189,7 +197,7 @@ fn review_paths(paths: &[PathBuf]) -> (Vec<Reviewed>, Vec<String>) {
                 continue;
             }
         };
-        match review(&set, &doc.input) {
+        match review(set, &doc.input) {
             Err(e) => failures.push(format!("{}: policy error: {e}", doc.source)),
             Ok(d) if d.skipped.is_some() => {}
             Ok(d) => {
@@ -258,6 +266,98 @@ fn reads_and_reviews_every_upstream_example_without_errors() {
         jobs.len() >= 20,
         "expected the upstream training jobs, found {}",
         jobs.len()
+    );
+}
+
+/// The reviewed verdicts: `GANGPLANK_BLESS=1 cargo test --test corpus` rewrites it; read
+/// every change before committing it.
+const GOLDEN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/corpus-verdicts.yaml"
+);
+
+/// Each upstream example document's verdict and violations, as `gangplank check` shows them.
+fn verdicts(examples: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for doc in read_documents(&[examples.to_path_buf()], &ReadOptions::default()) {
+        let (source, entry) = match doc {
+            Err(e) => (
+                e.source,
+                json!({"verdict": "UNREADABLE", "error": e.message}),
+            ),
+            Ok(doc) => {
+                let (_, kind) = doc.input.type_meta();
+                let object = format!("{kind} {}/{}", doc.input.namespace, doc.input.name);
+                let entry = match review(shipped(), &doc.input) {
+                    Err(e) => json!({"object": object, "verdict": "ERROR", "error": e.to_string()}),
+                    Ok(d) => {
+                        let verdict = match (&d.skipped, d.allowed()) {
+                            (Some(_), _) => "SKIPPED",
+                            (None, true) => "ALLOWED",
+                            (None, false) => "DENIED",
+                        };
+                        let found: Vec<String> = d
+                            .violations
+                            .iter()
+                            .map(|v| format!("{} {}", v.action, v.render()))
+                            .collect();
+                        json!({"object": object, "verdict": verdict, "violations": found})
+                    }
+                };
+                (doc.source, entry)
+            }
+        };
+        let relative = Path::new(&source)
+            .strip_prefix(examples)
+            .map_or(source.clone(), |p| p.display().to_string());
+        let mut entry = entry;
+        entry["source"] = json!(relative);
+        out.push(entry);
+    }
+    out.sort_by_key(|e| e["source"].as_str().unwrap_or_default().to_string());
+    out
+}
+
+#[test]
+fn every_upstream_example_gets_its_reviewed_verdict_and_violations() {
+    let Some(corpus) = corpus_dir() else { return };
+    let got = verdicts(&corpus.join("upstream-examples"));
+    if std::env::var_os("GANGPLANK_BLESS").is_some() {
+        let yaml = yaml_serde::to_string(&got).expect("verdicts serialize");
+        let header = "# Verdicts of gangplank check on corpus/upstream-examples (tests/corpus.rs).\n# Regenerate with GANGPLANK_BLESS=1 cargo test --test corpus; review every change.\n";
+        std::fs::write(GOLDEN, format!("{header}{yaml}")).expect("golden written");
+        let _ = writeln!(std::io::stderr(), "blessed: {GOLDEN} rewritten");
+        return;
+    }
+    let text = std::fs::read_to_string(GOLDEN).expect("the golden verdicts exist");
+    let golden: Vec<Value> = yaml_serde::from_str(&text).expect("the golden verdicts parse");
+    let key = |e: &Value| e["source"].as_str().unwrap_or_default().to_string();
+    let expected: HashMap<String, &Value> = golden.iter().map(|e| (key(e), e)).collect();
+    let mut failures = Vec::new();
+    for entry in &got {
+        match expected.get(&key(entry)) {
+            Some(want) if *want == entry => {}
+            Some(want) => failures.push(format!(
+                "{}:\n  golden: {want}\n  now:    {entry}",
+                key(entry)
+            )),
+            None => failures.push(format!("{}: not in the golden file: {entry}", key(entry))),
+        }
+    }
+    let seen: Vec<String> = got.iter().map(key).collect();
+    failures.extend(
+        expected
+            .keys()
+            .filter(|k| !seen.contains(k))
+            .map(|k| format!("{k}: in the golden file, no longer in the corpus")),
+    );
+    assert!(
+        golden.len() >= 20,
+        "expected the upstream examples in {GOLDEN}"
+    );
+    assert_no_failures(
+        "verdicts against tests/data/corpus-verdicts.yaml (GANGPLANK_BLESS=1 to rewrite)",
+        &failures,
     );
 }
 

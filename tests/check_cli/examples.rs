@@ -90,6 +90,76 @@ fn every_rejected_example_says_why_and_is_denied() {
     assert!(count >= 5, "expected the rejected examples in {dir}");
 }
 
+/// Every document under examples/ with its verdict and the policies it violates: a new
+/// example must be added here, and a verdict that changes fails by name.
+const VERDICTS: &[(&str, &str, &[&str])] = &[
+    ("configmap.yaml#1", "SKIPPED", &[]),
+    ("jaxjob.yaml#1", "ALLOWED", &[]),
+    ("mpijob-v1-horovod.yaml#1", "ALLOWED", &[]),
+    ("mpijob-v2beta1.yaml#1", "ALLOWED", &[]),
+    ("paddlejob.yaml#1", "ALLOWED", &[]),
+    ("pytorchjob-elastic.yaml#1", "ALLOWED", &[]),
+    ("pytorchjob-gpu.yaml#1", "ALLOWED", &[]),
+    (
+        "rejected/default-scheduler.yaml#1",
+        "DENIED",
+        &["gang_scheduling"],
+    ),
+    ("rejected/long-name.yaml#1", "DENIED", &["names"]),
+    ("rejected/two-masters.yaml#1", "DENIED", &["coordinator"]),
+    ("rejected/unpinned-image.yaml#1", "DENIED", &["images"]),
+    ("rejected/zero-workers.yaml#1", "DENIED", &["coordinator"]),
+    ("sweep-multi-document.yaml#1", "ALLOWED", &[]),
+    ("sweep-multi-document.yaml#2", "ALLOWED", &[]),
+    ("tfjob-parameter-server.yaml#1", "ALLOWED", &[]),
+    ("xgboostjob.yaml#1", "ALLOWED", &[]),
+];
+
+#[test]
+fn each_example_document_gets_its_verdict_and_only_its_violations() {
+    let run = check(&[&example(""), "-o", "json"], None);
+    assert_exit(&run, 1);
+    let report = parse_json(&run);
+    let items = report.as_array().expect("the JSON report is a list");
+    let mut seen = Vec::new();
+    for item in items {
+        let source = item["source"].as_str().unwrap_or_default();
+        let rel = source.rsplit_once("examples/").map_or(source, |(_, r)| r);
+        let decision = &item["decision"];
+        let violations = decision["violations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let verdict = if decision["skipped"].is_string() {
+            "SKIPPED"
+        } else if violations.iter().any(|v| v["action"] == "deny") {
+            "DENIED"
+        } else {
+            "ALLOWED"
+        };
+        let mut policies: Vec<&str> = violations
+            .iter()
+            .filter_map(|v| v["policy"].as_str())
+            .collect();
+        policies.dedup();
+        let Some((_, want, want_policies)) = VERDICTS.iter().find(|(f, _, _)| *f == rel) else {
+            panic!("{rel}: {verdict} {policies:?}, but it is not in VERDICTS; add it");
+        };
+        assert_eq!(
+            (verdict, policies.as_slice()),
+            (*want, *want_policies),
+            "{rel}"
+        );
+        seen.push(rel.to_string());
+    }
+    for (file, _, _) in VERDICTS {
+        assert!(
+            seen.iter().any(|s| s == file),
+            "{file} is in VERDICTS but was not checked"
+        );
+    }
+}
+
 fn assert_example_denied_at(file: &str, path: &str) {
     assert_denied_at(&check(&[&example(file)], None), path);
 }

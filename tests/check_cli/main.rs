@@ -7,10 +7,12 @@
 //! One binary (`cargo test --test check_cli`), split by topic: `examples` (the shipped
 //! manifests), `formats` (output formats, stdin, AdmissionReviews), `unreadable` (input that
 //! must exit 2 with a message naming the document) and `malformed_jobs` (jobs whose structure
-//! is wrong: a verdict naming the field, never a crash).
+//! is wrong: a verdict naming the field, never a crash), `updates` (UPDATE reviews with
+//! `oldObject`).
 
 mod examples;
 mod formats;
 mod malformed_jobs;
 mod support;
 mod unreadable;
+mod updates;
