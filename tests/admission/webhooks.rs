@@ -102,7 +102,7 @@ async fn validate_denies_with_403_and_lists_every_violation_as_policy_path_messa
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn warn_and_audit_policies_admit_with_warnings_and_audit_annotations() {
+async fn warn_and_audit_policies_admit_with_bounded_warnings_and_audit_annotations() {
     let dir = tempfile::tempdir().expect("tempdir");
     copy_policies(dir.path());
     std::fs::write(
@@ -128,6 +128,33 @@ async fn warn_and_audit_policies_admit_with_warnings_and_audit_annotations() {
         )),
         "{warnings:?}"
     );
+
+    // The coordinator message is longer than a terminal line: cut on the wire, whole in the
+    // audit annotation.
+    let full = decided(&example("rejected/two-masters.yaml"))
+        .violations
+        .iter()
+        .find(|v| v.policy == "coordinator")
+        .map(|v| v.render())
+        .expect("a coordinator finding");
+    assert!(full.chars().count() > 120, "{full}");
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.as_str().is_some_and(|w| w.chars().count() <= 120)),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .last()
+            .and_then(Value::as_str)
+            .is_some_and(|w| w.contains("full text in the audit log")),
+        "{warnings:?}"
+    );
+    let audit_full = response["auditAnnotations"]["warnings-full"]
+        .as_str()
+        .expect("warnings-full audit annotation");
+    assert!(audit_full.lines().any(|l| l == full), "{audit_full}");
 
     let long_name = decided(&example("rejected/long-name.yaml")).mutated;
     let response = server.admit("/validate", &create("w-2", &long_name)).await;
