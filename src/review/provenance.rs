@@ -126,15 +126,8 @@ impl Provenance {
         for (ptr, written) in std::mem::take(&mut self.entries) {
             // A value that differs was changed by the user since: theirs now, and forgotten.
             if object.pointer(&ptr) == Some(&written) {
-                let remove = Intent {
-                    policy: POLICY.to_string(),
-                    op: Op::Remove,
-                    path: ptr,
-                    value: Value::Null,
-                    derived: false,
-                };
                 // The pointer resolved just above, so removing it cannot fail.
-                let _ = remove.apply(object);
+                let _ = own(Op::Remove, ptr, Value::Null).apply(object);
             }
         }
     }
@@ -162,26 +155,27 @@ impl Provenance {
             if !self.present {
                 return;
             }
-            Intent {
-                policy: POLICY.to_string(),
-                op: Op::Remove,
-                path: annotation_path(),
-                value: Value::Null,
-                derived: false,
-            }
+            own(Op::Remove, annotation_path(), Value::Null)
         } else {
+            // A map of strings to JSON values always serializes.
             let text = serde_json::to_string(&self.entries).unwrap_or_default();
-            Intent {
-                policy: POLICY.to_string(),
-                op: Op::Set,
-                path: annotation_path(),
-                value: Value::String(text),
-                derived: false,
-            }
+            own(Op::Set, annotation_path(), Value::String(text))
         };
         if let Err(e) = intent.apply(object) {
             self.note(format!("cannot be written: {e}"));
         }
+    }
+}
+
+/// An edit of gangplank's own, applied with the intent machinery (parents created, broken
+/// structure reported rather than panicking).
+fn own(op: Op, path: String, value: Value) -> Intent {
+    Intent {
+        policy: POLICY.to_string(),
+        op,
+        path,
+        value,
+        derived: false,
     }
 }
 
