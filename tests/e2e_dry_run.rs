@@ -60,7 +60,7 @@ const SCHEMA_DEFAULTS: [(&str, &str, &str); 4] = [
 
 fn main() {
     let args = Arguments::from_args();
-    let assets = support::assets::find();
+    let assets = support::assets::usable();
     let trials = manifests()
         .into_iter()
         .map(|(name, path)| {

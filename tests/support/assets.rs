@@ -32,13 +32,26 @@ impl Assets {
 
 /// The assets, or `None` after printing one line saying why the suite skips.
 pub fn require(suite: &str) -> Option<Assets> {
-    match find() {
+    match usable() {
         Ok(assets) => Some(assets),
         Err(why) => {
             super::skip(&format!("{suite}: {why}"));
             None
         }
     }
+}
+
+/// The assets when a control plane can start: the binaries, and the upstream CRDs every
+/// control plane installs.
+pub fn usable() -> Result<Assets, String> {
+    let crds = super::corpus().join("upstream-crds");
+    if !crds.is_dir() {
+        let shown = crds.display();
+        return Err(format!(
+            "upstream CRDs not found at {shown} (set GANGPLANK_CORPUS)"
+        ));
+    }
+    find()
 }
 
 /// The assets, or why there are none. Panics when `KUBEBUILDER_ASSETS` is set but lacks a

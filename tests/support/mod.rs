@@ -10,8 +10,9 @@
 //! - [`Webhooks::install`]: `gangplank serve` plus the webhook configurations of
 //!   `deploy/webhooks.yaml`, rendered by `kubectl kustomize` and pointed at it.
 //!
-//! Each test binary uses a part of this module; the rest is dead code there.
-#![allow(dead_code)]
+//! Each test binary uses a part of this module; the rest is dead code (or an unused
+//! re-export) there.
+#![allow(dead_code, unused_imports)]
 
 pub mod assets;
 pub mod control_plane;

@@ -44,11 +44,13 @@ impl Webhooks {
     /// deploy/ on `control_plane`, waiting until the apiserver calls both webhooks.
     pub async fn install(control_plane: &ControlPlane, policies: PathBuf) -> Webhooks {
         let dir = control_plane.dir.path();
-        let tls = dir.join("webhook-tls");
-        gangplank_certs(&tls, &["127.0.0.1"]);
+        // Per server: a control plane may see more than one (the latency benchmark).
         let [port] = free_ports();
+        let tls = dir.join(format!("webhook-{port}-tls"));
+        gangplank_certs(&tls, &["127.0.0.1"]);
         let args = serve_args(port, &tls, &policies);
-        let server = Process::spawn("gangplank", super::gangplank(), &args, dir);
+        let name = format!("gangplank-{port}");
+        let server = Process::spawn(&name, super::gangplank(), &args, dir);
         let webhooks = Webhooks {
             url: format!("https://127.0.0.1:{port}"),
             policies,
