@@ -10,21 +10,30 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 use support::{jobs, ControlPlane, Crds, Webhooks};
 
-/// The shared control plane with gangplank's webhooks, and a namespace of this test's own;
-/// `None` (after saying why) without test binaries.
-async fn setup(test: &str) -> Option<(kube::Client, String)> {
-    let assets = support::assets::require("e2e_admission")?;
-    let control_plane = ControlPlane::shared(&assets, Crds::TrainingV1);
+e2e_suite!(
+    "e2e_admission",
+    [
+        a_valid_job_is_stored_with_gangplanks_defaults,
+        an_invalid_job_is_refused_with_gangplanks_message,
+        a_merge_patch_that_breaks_a_rule_is_refused,
+        a_server_side_dry_run_returns_the_mutated_job_and_stores_nothing,
+        jobs_in_kube_system_never_reach_gangplank,
+        kinds_that_are_not_training_jobs_are_untouched,
+        an_update_of_managed_by_is_refused,
+    ]
+);
+
+/// The shared control plane with gangplank's webhooks, a client, and a namespace of this
+/// test's own.
+async fn setup(test: &str) -> (kube::Client, String) {
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
     Webhooks::shared(control_plane);
     let namespace = control_plane.namespace(test).await;
-    Some((control_plane.client().await, namespace))
+    (control_plane.client().await, namespace)
 }
 
-#[tokio::test]
 async fn a_valid_job_is_stored_with_gangplanks_defaults() {
-    let Some((client, ns)) = setup("valid").await else {
-        return;
-    };
+    let (client, ns) = setup("valid").await;
     jobs::create(&client, &ns, &jobs::pytorch_job("bert", 1), false)
         .await
         .expect("created");
@@ -39,11 +48,8 @@ async fn a_valid_job_is_stored_with_gangplanks_defaults() {
     assert_eq!(run_policy["backoffLimit"], 3, "{stored}");
 }
 
-#[tokio::test]
 async fn an_invalid_job_is_refused_with_gangplanks_message() {
-    let Some((client, ns)) = setup("invalid").await else {
-        return;
-    };
+    let (client, ns) = setup("invalid").await;
     let refused = jobs::create(&client, &ns, &jobs::pytorch_job("two-masters", 2), false).await;
     let (code, message) = jobs::refusal(refused);
     assert_eq!(code, 403, "{message}");
@@ -54,11 +60,8 @@ async fn an_invalid_job_is_refused_with_gangplanks_message() {
 
 /// UPDATE goes through both webhooks too (with oldObject): a stored valid job cannot be
 /// patched into an invalid one.
-#[tokio::test]
 async fn a_merge_patch_that_breaks_a_rule_is_refused() {
-    let Some((client, ns)) = setup("merge-patch").await else {
-        return;
-    };
+    let (client, ns) = setup("merge-patch").await;
     jobs::create(&client, &ns, &jobs::pytorch_job("bert", 1), false)
         .await
         .expect("created");
@@ -76,11 +79,8 @@ async fn a_merge_patch_that_breaks_a_rule_is_refused() {
     assert_eq!(masters, 1, "the stored job is unchanged: {stored}");
 }
 
-#[tokio::test]
 async fn a_server_side_dry_run_returns_the_mutated_job_and_stores_nothing() {
-    let Some((client, ns)) = setup("dry-run").await else {
-        return;
-    };
+    let (client, ns) = setup("dry-run").await;
     let returned = jobs::create(&client, &ns, &jobs::pytorch_job("bert", 1), true)
         .await
         .expect("dry run admitted");
@@ -91,11 +91,8 @@ async fn a_server_side_dry_run_returns_the_mutated_job_and_stores_nothing() {
 
 /// deploy/'s namespaceSelector keeps kube-system away from gangplank: a job it would refuse
 /// (two Masters) is stored as sent.
-#[tokio::test]
 async fn jobs_in_kube_system_never_reach_gangplank() {
-    let Some((client, _)) = setup("kube-system").await else {
-        return;
-    };
+    let (client, _) = setup("kube-system").await;
     let job = jobs::pytorch_job("excluded", 2);
     let stored = jobs::create(&client, "kube-system", &job, false)
         .await
@@ -114,11 +111,8 @@ async fn jobs_in_kube_system_never_reach_gangplank() {
 
 /// Kinds the webhook rules do not list are stored exactly as sent: a ConfigMap, and a
 /// Volcano PodGroup (a CRD of another group that gangplank's controller will create).
-#[tokio::test]
 async fn kinds_that_are_not_training_jobs_are_untouched() {
-    let Some((client, ns)) = setup("other-kinds").await else {
-        return;
-    };
+    let (client, ns) = setup("other-kinds").await;
     let config_map = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "settings"},
@@ -156,11 +150,8 @@ async fn kinds_that_are_not_training_jobs_are_untouched() {
 
 /// managedBy decides which controller runs the job: changing it after create would hand a
 /// running job to another controller, and the apiserver's CRD schema does not stop it.
-#[tokio::test]
 async fn an_update_of_managed_by_is_refused() {
-    let Some((client, ns)) = setup("managed-by").await else {
-        return;
-    };
+    let (client, ns) = setup("managed-by").await;
     jobs::create(&client, &ns, &jobs::pytorch_job("bert", 1), false)
         .await
         .expect("created");

@@ -10,6 +10,16 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+e2e_suite!(
+    "e2e_kubectl",
+    [
+        kubectl_apply_prints_our_warnings_and_get_shows_the_stored_defaults,
+        kubectl_server_dry_run_prints_the_mutated_object_and_stores_nothing,
+        kubectl_apply_of_a_refused_job_prints_the_apiservers_message_with_our_lines,
+        applying_the_same_file_again_changes_nothing,
+    ]
+);
+
 use serde_json::Value;
 use support::{ControlPlane, Crds, Webhooks};
 
@@ -22,16 +32,16 @@ struct Kubectl {
 }
 
 impl Kubectl {
-    async fn setup(test: &str) -> Option<Kubectl> {
-        let assets = support::assets::require("e2e_kubectl")?;
+    async fn setup(test: &str) -> Kubectl {
+        let assets = support::assets::get();
         let control_plane = ControlPlane::shared(&assets, Crds::TrainingV1);
         Webhooks::shared(control_plane);
-        Some(Kubectl {
+        Kubectl {
             binary: assets.kubectl(),
             kubeconfig: control_plane.kubeconfig.clone(),
             namespace: control_plane.namespace(test).await,
             dir: tempfile::tempdir().expect("temp dir"),
-        })
+        }
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -95,11 +105,8 @@ fn job_with_a_warning() -> Value {
     job
 }
 
-#[tokio::test]
 async fn kubectl_apply_prints_our_warnings_and_get_shows_the_stored_defaults() {
-    let Some(kubectl) = Kubectl::setup("kubectl-apply").await else {
-        return;
-    };
+    let kubectl = Kubectl::setup("kubectl-apply").await;
     let file = kubectl.write("job.yaml", &job_with_a_warning());
     let (stdout, stderr) = kubectl.ok(&["apply", "-f", path_arg(&file)]);
     assert!(
@@ -122,11 +129,8 @@ async fn kubectl_apply_prints_our_warnings_and_get_shows_the_stored_defaults() {
     }
 }
 
-#[tokio::test]
 async fn kubectl_server_dry_run_prints_the_mutated_object_and_stores_nothing() {
-    let Some(kubectl) = Kubectl::setup("kubectl-dry-run").await else {
-        return;
-    };
+    let kubectl = Kubectl::setup("kubectl-dry-run").await;
     let file = kubectl.write("job.yaml", &job_with_a_warning());
     let (stdout, _) = kubectl.ok(&[
         "apply",
@@ -152,11 +156,8 @@ async fn kubectl_server_dry_run_prints_the_mutated_object_and_stores_nothing() {
     );
 }
 
-#[tokio::test]
 async fn kubectl_apply_of_a_refused_job_prints_the_apiservers_message_with_our_lines() {
-    let Some(kubectl) = Kubectl::setup("kubectl-refused").await else {
-        return;
-    };
+    let kubectl = Kubectl::setup("kubectl-refused").await;
     let file = support::repo().join("examples/rejected/two-masters.yaml");
     let mut job: Value =
         yaml_serde::from_str(&std::fs::read_to_string(file).expect("example")).expect("YAML");
@@ -179,11 +180,8 @@ async fn kubectl_apply_of_a_refused_job_prints_the_apiservers_message_with_our_l
 /// The mutating webhook is idempotent: on UPDATE it finds its defaults in place and patches
 /// nothing, so re-applying a file never bumps `metadata.generation` (which would look like a
 /// spec change to every controller watching the job).
-#[tokio::test]
 async fn applying_the_same_file_again_changes_nothing() {
-    let Some(kubectl) = Kubectl::setup("kubectl-reapply").await else {
-        return;
-    };
+    let kubectl = Kubectl::setup("kubectl-reapply").await;
     let file = kubectl.write("job.yaml", &job_with_a_warning());
     kubectl.ok(&["apply", "-f", path_arg(&file)]);
     let first = kubectl.get_job("resnet50-imagenet");

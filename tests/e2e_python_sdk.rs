@@ -4,14 +4,23 @@
 //! carrying our message.
 //!
 //! The SDK is installed from the Python package registry into a venv under cargo's
-//! target/tmp (once; later runs reuse it). Skips, saying why, without python3 with venv and
-//! pip, or without the kube test binaries.
+//! target/tmp (once; later runs reuse it). Its tests are ignored, with one line saying why,
+//! without python3 with venv and pip, or without the kube test binaries.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+
+e2e_suite!(
+    "e2e_python_sdk",
+    [
+        the_sdks_create_job_is_admitted_with_gangplanks_defaults,
+        a_job_that_breaks_a_policy_raises_the_sdks_error_with_our_message,
+    ],
+    sdk_available
+);
 
 use serde_json::Value;
 use support::{jobs, ControlPlane, Crds, Webhooks};
@@ -98,28 +107,22 @@ fn create_with_sdk(
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"))
 }
 
-/// The SDK, the shared control plane with the webhooks and a namespace; `None` after
-/// printing why not.
-async fn setup(test: &str) -> Option<(PathBuf, &'static ControlPlane, String)> {
-    let assets = support::assets::require("e2e_python_sdk")?;
-    let python = match sdk_python() {
-        Ok(python) => python,
-        Err(why) => {
-            support::skip(&format!("e2e_python_sdk: {why}"));
-            return None;
-        }
-    };
-    let control_plane = ControlPlane::shared(&assets, Crds::TrainingV1);
-    Webhooks::shared(control_plane);
-    let namespace = control_plane.namespace(test).await;
-    Some((python, control_plane, namespace))
+/// The suite's own requirement: python3 with venv and pip, and the SDK installed.
+fn sdk_available() -> Result<(), String> {
+    sdk_python().map(drop)
 }
 
-#[tokio::test]
+/// The SDK's python, the shared control plane with the webhooks, and a namespace.
+async fn setup(test: &str) -> (PathBuf, &'static ControlPlane, String) {
+    let python = sdk_python().unwrap_or_else(|why| panic!("{why}"));
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
+    Webhooks::shared(control_plane);
+    let namespace = control_plane.namespace(test).await;
+    (python, control_plane, namespace)
+}
+
 async fn the_sdks_create_job_is_admitted_with_gangplanks_defaults() {
-    let Some((python, control_plane, ns)) = setup("sdk-valid").await else {
-        return;
-    };
+    let (python, control_plane, ns) = setup("sdk-valid").await;
     let answer = create_with_sdk(&python, &control_plane.kubeconfig, &ns, "mnist", 1);
     let job = &answer["created"];
     assert!(job.is_object(), "not created: {answer}");
@@ -134,11 +137,8 @@ async fn the_sdks_create_job_is_admitted_with_gangplanks_defaults() {
     }
 }
 
-#[tokio::test]
 async fn a_job_that_breaks_a_policy_raises_the_sdks_error_with_our_message() {
-    let Some((python, control_plane, ns)) = setup("sdk-refused").await else {
-        return;
-    };
+    let (python, control_plane, ns) = setup("sdk-refused").await;
     let answer = create_with_sdk(&python, &control_plane.kubeconfig, &ns, "two-masters", 2);
     assert_eq!(answer["error_type"], "RuntimeError", "{answer}");
     let error = answer["error"].as_str().unwrap_or_default();

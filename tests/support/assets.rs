@@ -41,6 +41,11 @@ pub fn require(suite: &str) -> Option<Assets> {
     }
 }
 
+/// The assets, in a test the harness runs only when they are usable (`harness`).
+pub fn get() -> Assets {
+    usable().unwrap_or_else(|why| panic!("{why}"))
+}
+
 /// The assets when a control plane can start: the binaries, and the upstream CRDs every
 /// control plane installs.
 pub fn usable() -> Result<Assets, String> {

@@ -12,10 +12,11 @@
 //!
 //! Each test binary uses a part of this module; the rest is dead code (or an unused
 //! re-export) there.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod assets;
 pub mod control_plane;
+pub mod harness;
 pub mod jobs;
 pub mod process;
 pub mod webhooks;
