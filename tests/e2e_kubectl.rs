@@ -26,6 +26,7 @@ use support::{ControlPlane, Crds, Webhooks};
 /// A user's shell: kubectl pointed at the test control plane, in one namespace.
 struct Kubectl {
     binary: PathBuf,
+    control_plane: &'static ControlPlane,
     kubeconfig: PathBuf,
     namespace: String,
     dir: tempfile::TempDir,
@@ -38,6 +39,7 @@ impl Kubectl {
         Webhooks::shared(control_plane);
         Kubectl {
             binary: assets.kubectl(),
+            control_plane,
             kubeconfig: control_plane.kubeconfig.clone(),
             namespace: control_plane.namespace(test).await,
             dir: tempfile::tempdir().expect("temp dir"),
@@ -72,6 +74,17 @@ impl Kubectl {
         let text = yaml_serde::to_string(manifest).expect("YAML");
         std::fs::write(&path, text).expect("write manifest");
         path
+    }
+
+    /// Patch operations gangplank's /mutate returned for each UPDATE in this namespace.
+    fn mutations_of_updates(&self) -> Vec<u64> {
+        let webhooks = Webhooks::shared(self.control_plane);
+        let decisions = webhooks.decisions_in(&self.namespace);
+        decisions
+            .iter()
+            .filter(|d| d["span"]["endpoint"] == "mutate" && d["span"]["operation"] == "UPDATE")
+            .map(|d| d["fields"]["operations"].as_u64().unwrap_or(u64::MAX))
+            .collect()
     }
 
     fn get_job(&self, name: &str) -> Value {
@@ -188,9 +201,19 @@ async fn applying_the_same_file_again_changes_nothing() {
 
     let (stdout, _) = kubectl.ok(&["apply", "-f", path_arg(&file)]);
     assert!(stdout.contains("unchanged"), "{stdout}");
-    // Client-side apply sends nothing for an unchanged file; these two do reach the
-    // webhooks as UPDATEs with the file's content, without gangplank's defaults.
+    // Client-side apply sends nothing for an unchanged file; a server-side apply does reach
+    // the webhooks as an UPDATE, and gangplank, finding its defaults in place, patches
+    // nothing.
     kubectl.ok(&["apply", "--server-side", "-f", path_arg(&file)]);
+    // (kubectl may send more than one request: it migrates client-side apply's field
+    // ownership first.)
+    let mutations = kubectl.mutations_of_updates();
+    assert!(
+        !mutations.is_empty() && mutations.iter().all(|&ops| ops == 0),
+        "patch operations of each mutating UPDATE: {mutations:?}"
+    );
+    // A replace sends the file as it is, without the defaults: they are written again, to
+    // the same values, so the spec (and generation) stays as it was.
     kubectl.ok(&["replace", "-f", path_arg(&file)]);
 
     let last = kubectl.get_job("resnet50-imagenet");

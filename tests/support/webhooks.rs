@@ -104,6 +104,18 @@ impl Webhooks {
         .await
     }
 
+    /// The server's decision log lines (JSON) for requests in `namespace`, oldest first:
+    /// `span` holds endpoint, operation, object_name; `fields` the decision.
+    pub fn decisions_in(&self, namespace: &str) -> Vec<Value> {
+        self.server
+            .log_text()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["fields"]["message"] == "admission decision")
+            .filter(|line| line["span"]["namespace"] == namespace)
+            .collect()
+    }
+
     fn decisions(&self) -> usize {
         self.server.log_text().matches("admission decision").count()
     }
