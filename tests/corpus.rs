@@ -3,7 +3,7 @@
 //! stay valid for the upstream CRD schemas, so that the apiserver stores what we patched.
 //!
 //! The corpus lives outside the repository: `GANGPLANK_CORPUS`, else `../shared/corpus`
-//! beside the crate. Without it these tests print a notice and pass (CI may not have it).
+//! beside the crate. Without it every test is reported ignored, after one line saying why.
 //!
 //! Schemas are checked twice, as the apiserver would treat them:
 //! - *loose*: the openAPIV3Schema as JSON Schema (draft 4, which OpenAPI 3.0 schemas follow):
@@ -28,22 +28,74 @@ const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
 /// Schema error messages quote the offending value, which can be a whole pod template.
 const MAX_MESSAGE_CHARS: usize = 300;
 
-/// The corpus directory, or `None` after printing why the test is skipped.
-fn corpus_dir() -> Option<PathBuf> {
+/// The corpus directory, or why there is none.
+fn find_corpus() -> Result<PathBuf, String> {
     let dir = std::env::var_os("GANGPLANK_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
     if dir.is_dir() {
-        Some(dir)
+        Ok(dir)
     } else {
-        // Written to stderr directly: libtest captures eprintln!, and a skip must be seen.
+        Err(format!(
+            "corpus not found at {} (set GANGPLANK_CORPUS)",
+            dir.display()
+        ))
+    }
+}
+
+/// The corpus directory, in a test `main` runs only when there is one.
+fn corpus_dir() -> PathBuf {
+    find_corpus().unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// One trial per test; all ignored, after one line saying why, without the corpus.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let missing = find_corpus().err();
+    if let Some(why) = &missing {
+        // Past libtest-mimic's output: a skipped suite must be seen.
         let _ = writeln!(
             std::io::stderr(),
-            "skipped: corpus not found at {} (set GANGPLANK_CORPUS)",
-            dir.display()
+            "skipped: corpus: every test ignored: {why}"
         );
-        None
     }
+    let tests: [(&str, fn()); 6] = [
+        (
+            "reads_and_reviews_every_upstream_example_without_errors",
+            reads_and_reviews_every_upstream_example_without_errors,
+        ),
+        (
+            "every_upstream_example_gets_its_reviewed_verdict_and_violations",
+            every_upstream_example_gets_its_reviewed_verdict_and_violations,
+        ),
+        (
+            "mutated_upstream_examples_stay_valid_for_the_upstream_crds",
+            mutated_upstream_examples_stay_valid_for_the_upstream_crds,
+        ),
+        (
+            "mutated_good_examples_are_valid_for_the_upstream_crds",
+            mutated_good_examples_are_valid_for_the_upstream_crds,
+        ),
+        (
+            "upstream_schemas_catch_wrong_types_and_unknown_fields",
+            upstream_schemas_catch_wrong_types_and_unknown_fields,
+        ),
+        (
+            "strict_schemas_refuse_unknown_fields_and_accept_int_or_string",
+            strict_schemas_refuse_unknown_fields_and_accept_int_or_string,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test)| {
+            libtest_mimic::Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(missing.is_some())
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit()
 }
 
 /// Compiled validators of one CRD version.
@@ -257,9 +309,8 @@ fn assert_no_failures(what: &str, failures: &[String]) {
     );
 }
 
-#[test]
 fn reads_and_reviews_every_upstream_example_without_errors() {
-    let Some(corpus) = corpus_dir() else { return };
+    let corpus = corpus_dir();
     let (jobs, failures) = review_paths(&[corpus.join("upstream-examples")]);
     assert_no_failures("upstream examples", &failures);
     assert!(
@@ -318,9 +369,8 @@ fn verdicts(examples: &Path) -> Vec<Value> {
     out
 }
 
-#[test]
 fn every_upstream_example_gets_its_reviewed_verdict_and_violations() {
-    let Some(corpus) = corpus_dir() else { return };
+    let corpus = corpus_dir();
     let got = verdicts(&corpus.join("upstream-examples"));
     if std::env::var_os("GANGPLANK_BLESS").is_some() {
         let yaml = yaml_serde::to_string(&got).expect("verdicts serialize");
@@ -361,9 +411,8 @@ fn every_upstream_example_gets_its_reviewed_verdict_and_violations() {
     );
 }
 
-#[test]
 fn mutated_upstream_examples_stay_valid_for_the_upstream_crds() {
-    let Some(corpus) = corpus_dir() else { return };
+    let corpus = corpus_dir();
     let crds = crds(&corpus);
     let (jobs, mut failures) = review_paths(&[corpus.join("upstream-examples")]);
     for job in &jobs {
@@ -372,9 +421,8 @@ fn mutated_upstream_examples_stay_valid_for_the_upstream_crds() {
     assert_no_failures("mutated upstream examples", &failures);
 }
 
-#[test]
 fn mutated_good_examples_are_valid_for_the_upstream_crds() {
-    let Some(corpus) = corpus_dir() else { return };
+    let corpus = corpus_dir();
     let crds = crds(&corpus);
     let mut files: Vec<PathBuf> = std::fs::read_dir(EXAMPLES)
         .expect("examples/ should exist")
@@ -394,9 +442,8 @@ fn mutated_good_examples_are_valid_for_the_upstream_crds() {
     assert_no_failures("mutated examples", &failures);
 }
 
-#[test]
 fn upstream_schemas_catch_wrong_types_and_unknown_fields() {
-    let Some(corpus) = corpus_dir() else { return };
+    let corpus = corpus_dir();
     let crds = crds(&corpus);
     let text = std::fs::read_to_string(format!("{EXAMPLES}/pytorchjob-gpu.yaml")).expect("example");
     let job: Value = yaml_serde::from_str(&text).expect("the example is YAML");
@@ -428,7 +475,6 @@ fn upstream_schemas_catch_wrong_types_and_unknown_fields() {
     assert_no_failures("a valid change", &validate(&fine, crds, true));
 }
 
-#[test]
 fn strict_schemas_refuse_unknown_fields_and_accept_int_or_string() {
     let schema: Value = serde_json::json!({
         "type": "object",
