@@ -1,6 +1,7 @@
 //! gangplank: admission policies and lifecycle control for Kubeflow distributed training jobs.
 //!
 //! - [`admission`]: the HTTPS webhook server (`gangplank serve`), TLS and policy hot reload.
+//! - [`controller`]: the lifecycle controller's pure planning core (`plan`: job + cluster → actions, status).
 //! - [`job`]: the kind table and JobView, one normalized view over every training kind.
 //! - [`policy`]: the Rego policy set (regorus), parameters, mutation intents, decisions.
 //! - [`review`]: admission requests in (manifests or AdmissionReviews), decisions out.
@@ -9,6 +10,7 @@
 
 pub mod admission;
 pub mod cli;
+pub mod controller;
 pub mod job;
 pub mod pointer;
 pub mod policy;

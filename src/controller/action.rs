@@ -1,0 +1,127 @@
+//! The planner's output: [`Plan`], a list of [`Action`]s (data, not calls), the desired
+//! status, when to look again, and the Events to record.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use serde_json::Value;
+
+use super::status::JobStatus;
+
+/// What one reconcile of one job should do.
+///
+/// # Guarantees
+/// - `actions` are in the order they should be applied: metadata patches (restart counts)
+///   before the deletions they account for, deletions before creations, PodGroup before pods.
+/// - No [`Action::CreatePod`] or [`Action::CreateService`] names an object that is in
+///   [`Observed`](super::Observed): replaying a plan after a crash creates no duplicates, and a
+///   409 AlreadyExists on create only means the informer cache is behind.
+/// - `status` is `None` only when the job is not ours (managedBy) or is being deleted; then
+///   `actions` and `events` are empty too.
+///
+/// # Assumptions
+/// The I/O shell applies the actions in order, stops at the first error and retries the whole
+/// reconcile (the next plan sees what did happen), writes `status` through the status
+/// subresource only when it differs from the stored one, and requeues after `requeue_after`
+/// even when no watch event arrives — this is what makes deadlines fire (upstream #3358).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    pub status: Option<JobStatus>,
+    pub requeue_after: Option<Duration>,
+    pub events: Vec<Event>,
+}
+
+/// One change to the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    CreatePod(Box<Pod>),
+    DeletePod {
+        name: String,
+        reason: DeleteReason,
+    },
+    CreateService(Box<Service>),
+    DeleteService {
+        name: String,
+        reason: DeleteReason,
+    },
+    /// A whole PodGroup object (`apiVersion`, `kind`, `metadata`, `spec`).
+    CreatePodGroup(Value),
+    /// Replace the PodGroup's `spec` with this one (merge-patch `{"spec": ...}`).
+    UpdatePodGroup {
+        api_version: String,
+        name: String,
+        spec: Value,
+    },
+    DeletePodGroup {
+        api_version: String,
+        name: String,
+    },
+    /// ttlSecondsAfterFinished has passed: delete the job (its pods go with it by owner
+    /// reference).
+    DeleteJob,
+    /// Merge-patch these annotations onto the job's metadata (restart bookkeeping, see
+    /// [`restart::RESTARTS_ANNOTATION`](super::restart::RESTARTS_ANNOTATION)).
+    PatchJobAnnotations(BTreeMap<String, String>),
+}
+
+/// Why a pod or Service is deleted; for logs, Events and metrics labels (a closed set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// The pod failed and its restart policy recreates it.
+    Restart,
+    /// Its index is not below `replicas` any more.
+    ScaleDown,
+    /// The job finished; cleanPodPolicy selects it.
+    CleanUp,
+    /// The job is suspended.
+    Suspend,
+    /// The gang watchdog restarts the whole gang.
+    GangRestart,
+}
+
+impl DeleteReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeleteReason::Restart => "restart",
+            DeleteReason::ScaleDown => "scale-down",
+            DeleteReason::CleanUp => "clean-up",
+            DeleteReason::Suspend => "suspend",
+            DeleteReason::GangRestart => "gang-restart",
+        }
+    }
+}
+
+/// A Kubernetes Event to record on the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub type_: EventType,
+    /// Upstream's reasons, e.g. `PyTorchJobRestarting`, `ExitedWithCode`.
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl Event {
+    pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Event {
+        Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Event {
+        Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}

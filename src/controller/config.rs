@@ -1,0 +1,80 @@
+//! Operator-wide settings the planner reads: which gang scheduler runs, the watchdog's
+//! default start deadline and what it does, and the PyTorch init container.
+
+use std::time::Duration;
+
+/// Settings that apply to every job. Built once by the I/O shell from flags.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Gang scheduler whose PodGroups the controller manages; `None` creates no PodGroups
+    /// (upstream: `--gang-scheduler-name` unset).
+    pub gang: Option<GangScheduler>,
+    /// How long a job's pods may stay Pending before the watchdog acts, when the job sets no
+    /// `schedulingPolicy.scheduleTimeoutSeconds`. `None` turns the watchdog off for such jobs.
+    pub start_deadline: Option<Duration>,
+    /// What the watchdog does once the start deadline has passed.
+    pub on_stuck: StuckAction,
+    /// Image of the `init-pytorch` container that waits for the master's DNS name
+    /// (upstream `--pytorch-init-container-image`).
+    pub pytorch_init_image: String,
+    /// How many times `init-pytorch` looks the master up, 2 s apart (upstream `-max-tries`).
+    pub pytorch_init_max_tries: u32,
+    /// Suffix after `<svc>.<ns>.svc` in TF_CONFIG addresses (upstream reads the
+    /// `CUSTOM_CLUSTER_DOMAIN` environment variable; here it is explicit so `plan` stays pure).
+    pub cluster_domain: Option<String>,
+}
+
+impl Default for Config {
+    /// Upstream's defaults; the watchdog fails a job whose pods are still Pending after
+    /// 15 minutes — long enough for a cold image pull of a multi-GB training image.
+    fn default() -> Self {
+        Config {
+            gang: None,
+            start_deadline: Some(Duration::from_secs(15 * 60)),
+            on_stuck: StuckAction::Fail,
+            pytorch_init_image: "alpine:3.10".to_string(),
+            pytorch_init_max_tries: 100,
+            cluster_domain: None,
+        }
+    }
+}
+
+/// The gang scheduler and, with it, the PodGroup API the controller writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GangScheduler {
+    /// `scheduling.volcano.sh/v1beta1` PodGroups; pods use schedulerName `volcano`.
+    Volcano,
+    /// `scheduling.x-k8s.io/v1alpha1` PodGroups; pods use the given schedulerName.
+    SchedulerPlugins { scheduler_name: String },
+}
+
+impl GangScheduler {
+    /// Parses upstream's `--gang-scheduler-name`: `volcano` (any case) selects Volcano, any
+    /// other non-empty value scheduler-plugins with that scheduler name, empty none.
+    pub fn from_flag(name: &str) -> Option<GangScheduler> {
+        match name {
+            "" => None,
+            n if n.eq_ignore_ascii_case("volcano") => Some(GangScheduler::Volcano),
+            n => Some(GangScheduler::SchedulerPlugins {
+                scheduler_name: n.to_string(),
+            }),
+        }
+    }
+
+    pub fn scheduler_name(&self) -> &str {
+        match self {
+            GangScheduler::Volcano => "volcano",
+            GangScheduler::SchedulerPlugins { scheduler_name } => scheduler_name,
+        }
+    }
+}
+
+/// What the gang watchdog does with a job whose pods stayed Pending past the start deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StuckAction {
+    /// Mark the job Failed, naming the cause; cleanPodPolicy then applies.
+    Fail,
+    /// Delete every pod of the gang so it is recreated (and rescheduled) together; counts as
+    /// one restart against backoffLimit, so a gang that can never start still ends Failed.
+    RestartGang,
+}

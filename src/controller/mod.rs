@@ -1,0 +1,55 @@
+//! The lifecycle controller's pure core: given a training job and what exists in the cluster,
+//! decide what to create, delete and write, the way the upstream Kubeflow training operator
+//! (v1.9) does, minus its known defects.
+//!
+//! Entry point: [`plan()`]. The I/O shell (watch, apply [`Action`]s, write status, requeue) is
+//! built on top of it and holds no semantics of its own.
+//!
+//! Table of contents, in the order `plan` consults them:
+//! - [`snapshot`]: [`JobSnapshot`], the job object parsed once (kind table row, replicas,
+//!   runPolicy, status, structural problems).
+//! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts.
+//! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image).
+//! - [`naming`]: names, labels, selectors and owner references of generated objects.
+//! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX).
+//! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
+//! - [`podgroup`]: Volcano and scheduler-plugins PodGroups ([`quantity`]: minResources sums).
+//! - [`replicas`]: which observed pod fills which slot, and the replicaStatuses counts.
+//! - [`status`]: conditions with upstream's bookkeeping, replicaStatuses, timestamps.
+//! - [`outcome`]: the per-kind rules that turn replica counts into Running/Succeeded/Failed.
+//! - [`restart`]: restart policies (ExitCode included) and the backoffLimit count.
+//! - [`deadlines`]: activeDeadlineSeconds, TTL after finish and when to look again.
+//! - [`watchdog`]: the gang start deadline and the cause of a stuck gang.
+//! - [`action`]: [`Plan`], [`Action`] and [`Event`], the output.
+
+// Data here comes from the cluster (job objects, pods, PodGroups): a panic would stop the
+// controller for every job, so every fallible step degrades to a condition or a problem.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+pub mod action;
+pub mod config;
+pub mod deadlines;
+pub mod env;
+pub mod naming;
+pub mod observed;
+pub mod outcome;
+mod plan;
+pub mod podgroup;
+pub mod pods;
+pub mod quantity;
+pub mod replicas;
+pub mod restart;
+pub mod services;
+pub mod snapshot;
+pub mod status;
+pub mod watchdog;
+
+pub use action::{Action, DeleteReason, Event, EventType, Plan};
+pub use config::{Config, GangScheduler, StuckAction};
+pub use observed::{ClusterFacts, Observed};
+pub use plan::plan;
+pub use snapshot::{JobSnapshot, SnapshotError};
+pub use status::{Condition, ConditionType, JobStatus, ReplicaStatus};
+
+/// Instants are `jiff` timestamps, the type k8s-openapi's `Time` wraps.
+pub use k8s_openapi::jiff::Timestamp;

@@ -1,0 +1,93 @@
+//! Names, labels, selectors and owner references of the objects a job owns, as upstream
+//! derives them, so that SDKs, dashboards and `kubectl -l` queries keep working.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use super::snapshot::{JobSnapshot, Replica};
+use crate::job::kinds::Role;
+
+pub const JOB_NAME: &str = "training.kubeflow.org/job-name";
+pub const OPERATOR_NAME: &str = "training.kubeflow.org/operator-name";
+pub const REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
+pub const REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
+pub const JOB_ROLE: &str = "training.kubeflow.org/job-role";
+
+/// `<job>-<type lowercased>-<index>`, the name of a pod and of its Service.
+pub fn replica_name(job: &JobSnapshot, replica: &Replica, index: i32) -> String {
+    crate::job::naming::pod_name(&job.name, replica.rtype.name, i64::from(index))
+}
+
+/// The PodGroup's name: `<job>-<kind lowercased>`. Upstream names it `<job>`, so a
+/// PyTorchJob and a JAXJob called `foo` in one namespace share (and fight over) one PodGroup;
+/// the kind in the name keeps them apart.
+pub fn pod_group_name(job: &JobSnapshot) -> String {
+    format!("{}-{}", job.name, job.kind().to_lowercase())
+}
+
+/// Labels every object of the job carries: job-name and operator-name.
+pub fn job_labels(job: &JobSnapshot) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (JOB_NAME.to_string(), job.name.clone()),
+        (
+            OPERATOR_NAME.to_string(),
+            job.spec.operator_name.to_string(),
+        ),
+    ])
+}
+
+/// Labels of replica `index` of `replica`: the job's, type, index and, for the rank-0 pod,
+/// `job-role=master`. These are also the Service's selector, minus job-role.
+pub fn replica_labels(
+    job: &JobSnapshot,
+    replica: &Replica,
+    index: i32,
+) -> BTreeMap<String, String> {
+    let mut labels = job_labels(job);
+    labels.insert(REPLICA_TYPE.to_string(), replica.type_label());
+    labels.insert(REPLICA_INDEX.to_string(), index.to_string());
+    if is_master(job, replica, index) {
+        labels.insert(JOB_ROLE.to_string(), "master".to_string());
+    }
+    labels
+}
+
+/// Upstream's `job-role=master`: the Master/Chief, or worker-0 when the job has none (PyTorch,
+/// TF, JAX; XGBoost and Paddle mark only a Master).
+fn is_master(job: &JobSnapshot, replica: &Replica, index: i32) -> bool {
+    match replica.role() {
+        Role::Coordinator => true,
+        Role::Worker => {
+            index == 0
+                && job.coordinator().is_none()
+                && matches!(job.kind(), "PyTorchJob" | "TFJob" | "JAXJob")
+        }
+        _ => false,
+    }
+}
+
+/// `metav1.FormatLabelSelector` of a replica type's pods (job-name, operator-name,
+/// replica-type, sorted by key), the `selector` upstream puts in replicaStatuses.
+pub fn type_selector(job: &JobSnapshot, replica: &Replica) -> String {
+    let mut labels = job_labels(job);
+    labels.insert(REPLICA_TYPE.to_string(), replica.type_label());
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The owner reference every generated object carries: the job is the controller, and
+/// foreground deletion of the job waits for it, so orphans never outlive their job.
+pub fn owner_reference(job: &JobSnapshot) -> OwnerReference {
+    OwnerReference {
+        api_version: job.spec.api_version(),
+        kind: job.kind().to_string(),
+        name: job.name.clone(),
+        uid: job.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}

@@ -1,0 +1,40 @@
+//! What exists in the cluster for one job, as the I/O shell read it: the pods and Services the
+//! job owns, its PodGroup, and the cluster facts the gang watchdog explains a stall with.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use serde_json::Value;
+
+/// Objects owned by the job (controller owner reference to its uid) and related facts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    pub pods: Vec<Pod>,
+    pub services: Vec<Service>,
+    /// The job's PodGroup, when a gang scheduler is configured and it exists.
+    pub pod_group: Option<Value>,
+    pub facts: ClusterFacts,
+}
+
+/// Facts about the cluster that only the I/O shell can read, as plain data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterFacts {
+    /// Pod name → message of its latest `FailedScheduling` Event.
+    pub failed_scheduling: BTreeMap<String, String>,
+    /// PersistentVolumeClaims the job's pods mount that do not exist.
+    pub missing_pvcs: Vec<String>,
+}
+
+impl Observed {
+    pub fn pod(&self, name: &str) -> Option<&Pod> {
+        self.pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    }
+
+    pub fn has_service(&self, name: &str) -> bool {
+        self.services
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(name))
+    }
+}

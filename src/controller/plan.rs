@@ -1,0 +1,495 @@
+//! [`plan`]: one reconcile of one job, decided without I/O.
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::action::{Action, DeleteReason, Event, Plan};
+use super::config::{Config, StuckAction};
+use super::deadlines::{self, Deadline};
+use super::observed::Observed;
+use super::replicas::{self, phase, Slots};
+use super::restart::{self, BackoffCount, FailedPod};
+use super::snapshot::JobSnapshot;
+use super::status::{reason, ConditionType, JobStatus};
+use super::watchdog::{self, Verdict};
+use super::{naming, outcome, podgroup, pods, services, Timestamp};
+
+/// Decides what one reconcile of `job` does, given what the cluster holds (`observed`) and
+/// the time (`now`).
+///
+/// # Guarantees
+/// - Pure: no client, no clock, no randomness; the same inputs give the same [`Plan`].
+/// - A job whose `runPolicy.managedBy` names another controller, or that is being deleted,
+///   gets an empty plan with `status: None`.
+/// - A structurally invalid job gets a Failed condition naming every problem and no pods.
+/// - See [`Plan`] for the order and idempotency of actions.
+pub fn plan(job: &JobSnapshot, observed: &Observed, now: Timestamp, config: &Config) -> Plan {
+    if !job.managed_by_us() || job.deleting {
+        return Plan::default();
+    }
+    let mut planner = Planner {
+        job,
+        observed,
+        now,
+        config,
+        status: job.status.clone(),
+        out: Plan::default(),
+    };
+    planner.run();
+    Plan {
+        status: Some(planner.status),
+        ..planner.out
+    }
+}
+
+struct Planner<'a> {
+    job: &'a JobSnapshot,
+    observed: &'a Observed,
+    now: Timestamp,
+    config: &'a Config,
+    /// The status being built; `out.status` stays `None` until the end.
+    status: JobStatus,
+    out: Plan,
+}
+
+/// A Failed pod and what its restart policy makes of it.
+struct Failure<'a> {
+    pod: &'a Pod,
+    replica_type: &'static str,
+    verdict: FailedPod,
+}
+
+impl<'a> Planner<'a> {
+    fn run(&mut self) {
+        self.ensure_created();
+        if self.status.finished() {
+            return self.finish();
+        }
+        if !self.job.problems.is_empty() {
+            return self.fail_invalid();
+        }
+        if self.job.suspended() {
+            return self.suspend();
+        }
+        self.resume();
+        self.status.start_time.get_or_insert(Time(self.now));
+        self.run_gang();
+    }
+
+    /// Upstream sets Created in its create-event handler; here the first plan sets it.
+    fn ensure_created(&mut self) {
+        if self.status.condition(ConditionType::Created).is_none() {
+            let msg = format!("{} {} is created.", self.job.kind(), self.job.name);
+            self.set(ConditionType::Created, true, "Created", msg, false);
+        }
+    }
+
+    fn run_gang(&mut self) {
+        let job = self.job;
+        let slots = replicas::slots(job, &self.observed.pods);
+        self.status.replica_statuses = slots
+            .iter()
+            .map(|s| (s.replica.rtype.name.to_string(), s.status(job)))
+            .collect();
+        let failures = failures(job, &slots);
+        let counted = restart::counted_pods(&job.annotations);
+        let recreate: Vec<&Failure> = failures
+            .iter()
+            .filter(|f| matches!(f.verdict, FailedPod::Recreate { .. }))
+            .collect();
+        let new_uids: Vec<String> = recreate
+            .iter()
+            .filter_map(|f| f.pod.metadata.uid.clone())
+            .filter(|uid| !counted.contains(&uid.as_str()))
+            .collect();
+        let count = BackoffCount {
+            recorded: job.recorded_restarts,
+            in_place: in_place_restarts(&slots),
+            new: i64::try_from(new_uids.len()).unwrap_or(i64::MAX),
+        };
+        if self.stopped_by_limits(&count) {
+            return;
+        }
+        if let Some(f) = failures
+            .iter()
+            .find(|f| matches!(f.verdict, FailedPod::Permanent { .. }))
+        {
+            return self.fail_permanent(f);
+        }
+        if let Some(f) = recreate.first() {
+            let msg = format!(
+                "job {} is restarting because {} replica(s) failed.",
+                job.name, f.replica_type
+            );
+            self.set(ConditionType::Restarting, true, "Restarting", msg, true);
+        }
+        let worker0 = worker0_succeeded(&slots);
+        outcome::apply(
+            job,
+            &mut self.status,
+            worker0,
+            self.now,
+            &mut self.out.events,
+        );
+        if self.status.finished() {
+            return self.finish();
+        }
+        self.exit_code_events(&recreate);
+        if !new_uids.is_empty() {
+            let total = count.recorded + count.new;
+            self.push(Action::PatchJobAnnotations(restart::record(
+                total, &new_uids,
+            )));
+        }
+        for f in &recreate {
+            self.delete_pod(f.pod, DeleteReason::Restart);
+        }
+        self.scale_down(&slots);
+        self.reconcile_pods(&slots, count);
+    }
+
+    /// backoffLimit and activeDeadlineSeconds; true when the job failed here.
+    fn stopped_by_limits(&mut self, count: &BackoffCount) -> bool {
+        let job = self.job;
+        if count.exceeded(job.run_policy.backoff_limit) {
+            let msg = format!(
+                "Job {} has failed because it has reached the specified backoff limit",
+                job.name
+            );
+            self.fail_now("Failed", msg);
+            return true;
+        }
+        let deadline = deadlines::active(
+            self.status.start_time.as_ref(),
+            job.run_policy.active_deadline_seconds,
+            self.now,
+        );
+        if deadline.passed() {
+            let msg = format!(
+                "Job {} has failed because it was active longer than specified deadline",
+                job.name
+            );
+            self.fail_now("Failed", msg);
+            return true;
+        }
+        self.requeue(deadline.remaining());
+        false
+    }
+
+    /// PodGroup first; then, unless Volcano holds the gang back or the watchdog acts, the
+    /// missing pods and Services.
+    fn reconcile_pods(&mut self, slots: &[Slots], count: BackoffCount) {
+        let mut waiting_for_group = false;
+        if let Some(gang) = &self.config.gang {
+            let existing = self.observed.pod_group.as_ref();
+            if let Some(action) = podgroup::reconcile(self.job, gang, existing) {
+                self.push(action);
+            }
+            waiting_for_group = !podgroup::ready_for_pods(gang, existing);
+        }
+        match watchdog::check(
+            self.job,
+            self.observed,
+            waiting_for_group,
+            self.now,
+            self.config,
+        ) {
+            Verdict::Stuck { message } => return self.stuck(message, count),
+            Verdict::Quiet { recheck } => self.requeue(recheck),
+        }
+        if !waiting_for_group {
+            self.create_missing(slots);
+        }
+    }
+
+    fn create_missing(&mut self, slots: &[Slots]) {
+        let (job, observed) = (self.job, self.observed);
+        for s in slots {
+            for index in 0..s.replica.replicas {
+                let name = naming::replica_name(job, s.replica, index);
+                if observed.pod(&name).is_none() && !s.pods.contains_key(&index) {
+                    let pod = pods::build(job, s.replica, index, self.config);
+                    self.push(Action::CreatePod(Box::new(pod)));
+                }
+                if !observed.has_service(&name) {
+                    let svc = services::build(job, s.replica, index);
+                    self.push(Action::CreateService(Box::new(svc)));
+                }
+            }
+        }
+    }
+
+    /// Pods and Services whose index is not below `replicas` any more.
+    fn scale_down(&mut self, slots: &[Slots]) {
+        for s in slots {
+            for pod in &s.surplus {
+                self.delete_pod(pod, DeleteReason::ScaleDown);
+            }
+            let type_label = s.replica.type_label();
+            for svc in &self.observed.services {
+                let labels = svc.metadata.labels.clone().unwrap_or_default();
+                let index = labels
+                    .get(naming::REPLICA_INDEX)
+                    .and_then(|i| i.parse::<i32>().ok());
+                let ours = labels.get(naming::REPLICA_TYPE) == Some(&type_label);
+                if ours && index.is_none_or(|i| i >= s.replica.replicas) {
+                    let name = svc.metadata.name.clone().unwrap_or_default();
+                    self.push(Action::DeleteService {
+                        name,
+                        reason: DeleteReason::ScaleDown,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The watchdog fired: fail the job, or recreate the whole gang as one restart.
+    fn stuck(&mut self, message: String, count: BackoffCount) {
+        let gang_restart = BackoffCount { new: 1, ..count };
+        if self.config.on_stuck == StuckAction::Fail
+            || gang_restart.exceeded(self.job.run_policy.backoff_limit)
+        {
+            return self.fail_now("StartDeadlineExceeded", message);
+        }
+        self.set(
+            ConditionType::Restarting,
+            true,
+            "StartDeadlineExceeded",
+            message,
+            true,
+        );
+        let live: Vec<&Pod> = self
+            .observed
+            .pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let uids: Vec<String> = live.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        self.push(Action::PatchJobAnnotations(restart::record(
+            count.recorded + 1,
+            &uids,
+        )));
+        for pod in live {
+            self.delete_pod(pod, DeleteReason::GangRestart);
+        }
+    }
+
+    /// ExitCode with a permanent code: upstream's message, quotes included.
+    fn fail_permanent(&mut self, f: &Failure) {
+        if let FailedPod::Permanent { exit_code } = f.verdict {
+            self.exited_with_code(f.pod, exit_code);
+        }
+        let msg = format!(
+            "job {:?} is failing because {:?} replica(s) failed.",
+            self.job.name, f.replica_type
+        );
+        self.out.events.push(Event::warning(
+            reason(self.job.kind(), "Failed"),
+            msg.clone(),
+        ));
+        self.status.complete_at(self.now);
+        self.set(ConditionType::Failed, true, "Failed", msg, false);
+        self.finish();
+    }
+
+    fn fail_invalid(&mut self) {
+        let problems: Vec<String> = self
+            .job
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.path, p.msg))
+            .collect();
+        let msg = format!(
+            "{} {} is invalid: {}",
+            self.job.kind(),
+            self.job.name,
+            problems.join("; ")
+        );
+        self.fail_now("FailedValidation", msg);
+    }
+
+    /// Marks the job Failed now (reason `<Kind><what>`) and cleans up.
+    fn fail_now(&mut self, what: &str, msg: String) {
+        self.status.complete_at(self.now);
+        self.set(ConditionType::Failed, true, what, msg, true);
+        self.finish();
+    }
+
+    /// A finished job: fold active into succeeded (Succeeded only), apply cleanPodPolicy,
+    /// delete the PodGroup, and delete the job once its TTL has passed.
+    fn finish(&mut self) {
+        if self.status.is(ConditionType::Succeeded) {
+            for rs in self.status.replica_statuses.values_mut() {
+                rs.succeeded += rs.active;
+                rs.active = 0;
+            }
+        }
+        let policy = self
+            .job
+            .run_policy
+            .clean_pod_policy
+            .as_deref()
+            .unwrap_or("None");
+        for pod in &self.observed.pods {
+            let clean = match policy {
+                "All" => true,
+                "Running" => matches!(phase(pod), "Running" | "Pending"),
+                _ => false,
+            };
+            if clean {
+                self.delete_pod(pod, DeleteReason::CleanUp);
+            }
+        }
+        self.delete_pod_group();
+        let ttl = deadlines::ttl(
+            self.status.completion_time.as_ref(),
+            self.job.run_policy.ttl_seconds_after_finished,
+            self.now,
+        );
+        match ttl {
+            Deadline::Passed => self.push(Action::DeleteJob),
+            other => self.requeue(other.remaining()),
+        }
+    }
+
+    /// Suspended: no pods, Services or PodGroup, whatever cleanPodPolicy says.
+    fn suspend(&mut self) {
+        for pod in &self.observed.pods {
+            self.delete_pod(pod, DeleteReason::Suspend);
+        }
+        for svc in &self.observed.services {
+            let name = svc.metadata.name.clone().unwrap_or_default();
+            self.push(Action::DeleteService {
+                name,
+                reason: DeleteReason::Suspend,
+            });
+        }
+        self.delete_pod_group();
+        for rs in self.status.replica_statuses.values_mut() {
+            rs.active = 0;
+        }
+        let msg = format!("{} {} is suspended.", self.job.kind(), self.job.name);
+        if self.status.is(ConditionType::Running) {
+            self.set(
+                ConditionType::Running,
+                false,
+                "Suspended",
+                msg.clone(),
+                false,
+            );
+        }
+        self.set(ConditionType::Suspended, true, "Suspended", msg, true);
+    }
+
+    /// Unsuspended: Suspended turns False and the active deadline starts over.
+    fn resume(&mut self) {
+        if self.status.is(ConditionType::Suspended) {
+            let msg = format!("{} {} is resumed.", self.job.kind(), self.job.name);
+            self.set(ConditionType::Suspended, false, "Resumed", msg, true);
+            self.status.start_time = Some(Time(self.now));
+        }
+    }
+
+    fn exit_code_events(&mut self, failures: &[&Failure]) {
+        for f in failures {
+            if let FailedPod::Recreate {
+                exit_code: Some(code),
+            } = f.verdict
+            {
+                self.exited_with_code(f.pod, code);
+            }
+        }
+    }
+
+    fn exited_with_code(&mut self, pod: &Pod, code: i32) {
+        let msg = format!(
+            "Pod: {}.{} exited with code {code}",
+            self.job.namespace,
+            replicas::name(pod)
+        );
+        self.out.events.push(Event::normal("ExitedWithCode", msg));
+    }
+
+    /// Deletes a pod (unless already going) and the Service of the same name.
+    fn delete_pod(&mut self, pod: &Pod, reason: DeleteReason) {
+        if pod.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let name = replicas::name(pod).to_string();
+        let service = self.observed.has_service(&name) && reason != DeleteReason::Restart;
+        self.push(Action::DeletePod {
+            name: name.clone(),
+            reason,
+        });
+        if service && reason != DeleteReason::Suspend {
+            self.push(Action::DeleteService { name, reason });
+        }
+    }
+
+    fn delete_pod_group(&mut self) {
+        if let (Some(gang), Some(_)) = (&self.config.gang, &self.observed.pod_group) {
+            self.push(Action::DeletePodGroup {
+                api_version: podgroup::api_version(gang).to_string(),
+                name: naming::pod_group_name(self.job),
+            });
+        }
+    }
+
+    /// Sets a condition with reason `<Kind><what>`, recording an Event if asked and changed.
+    fn set(&mut self, t: ConditionType, on: bool, what: &str, msg: String, event: bool) {
+        let (now, reason) = (self.now, reason(self.job.kind(), what));
+        let changed = self
+            .status
+            .set_condition(t, on, reason.clone(), msg.clone(), now);
+        if changed && event {
+            let e = match t {
+                ConditionType::Restarting => Event::warning(reason, msg),
+                _ => Event::normal(reason, msg),
+            };
+            self.out.events.push(e);
+        }
+    }
+
+    fn push(&mut self, action: Action) {
+        self.out.actions.push(action);
+    }
+
+    fn requeue(&mut self, after: Option<std::time::Duration>) {
+        self.out.requeue_after = deadlines::earliest([self.out.requeue_after, after]);
+    }
+}
+
+/// Every Failed pod of a known type with its verdict.
+fn failures<'s>(job: &JobSnapshot, slots: &'s [Slots<'s>]) -> Vec<Failure<'s>> {
+    let container = job.spec.default_container.unwrap_or_default();
+    slots
+        .iter()
+        .flat_map(|s| s.pods.values().flatten().map(move |pod| (s, *pod)))
+        .filter(|(_, pod)| phase(pod) == "Failed" && pod.metadata.deletion_timestamp.is_none())
+        .map(|(s, pod)| Failure {
+            pod,
+            replica_type: s.replica.rtype.name,
+            verdict: restart::on_failed_pod(s.replica.restart_policy, pod, container),
+        })
+        .collect()
+}
+
+/// In-place container restarts of replicas whose pods restart in place (upstream counts
+/// ExitCode too, but those pods run with restartPolicy Never, so it adds nothing).
+fn in_place_restarts(slots: &[Slots]) -> i64 {
+    slots
+        .iter()
+        .filter(|s| s.replica.restart_policy.restarts_in_place())
+        .flat_map(Slots::all)
+        .map(restart::in_place_restarts)
+        .sum()
+}
+
+/// TF's shortcut: worker-0 has succeeded.
+fn worker0_succeeded(slots: &[Slots]) -> bool {
+    slots
+        .iter()
+        .filter(|s| s.replica.rtype.name == "Worker")
+        .flat_map(|s| s.pods.get(&0).into_iter().flatten())
+        .any(|p| phase(p) == "Succeeded")
+}

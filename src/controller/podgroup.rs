@@ -1,0 +1,222 @@
+//! Gang scheduling: the job's PodGroup for Volcano (`scheduling.volcano.sh/v1beta1`) or
+//! scheduler-plugins (`scheduling.x-k8s.io/v1alpha1`), and the pod decoration that ties pods
+//! to it.
+//!
+//! Entry points: [`desired`], [`reconcile`], [`decorate`], [`ready_for_pods`].
+//!
+//! Differences from upstream: the name carries the kind (see
+//! [`naming::pod_group_name`](super::naming::pod_group_name)); the PodGroup is updated only
+//! when its spec differs (upstream updates on every reconcile); computed minResources count
+//! replica types in rank order (Master first) instead of by PriorityClass value, which a pure
+//! planner cannot look up.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{json, Map, Value};
+
+use super::action::Action;
+use super::config::GangScheduler;
+use super::naming;
+use super::quantity::Nanos;
+use super::snapshot::{JobSnapshot, Replica};
+
+pub const VOLCANO_API: &str = "scheduling.volcano.sh/v1beta1";
+pub const SCHEDULER_PLUGINS_API: &str = "scheduling.x-k8s.io/v1alpha1";
+/// Volcano reads the pod's group from this annotation.
+pub const VOLCANO_GROUP_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+pub const VOLCANO_TASK_ANNOTATION: &str = "volcano.sh/task-spec";
+/// scheduler-plugins' coscheduling reads the pod's group from this label.
+pub const SCHEDULER_PLUGINS_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
+pub fn api_version(gang: &GangScheduler) -> &'static str {
+    match gang {
+        GangScheduler::Volcano => VOLCANO_API,
+        GangScheduler::SchedulerPlugins { .. } => SCHEDULER_PLUGINS_API,
+    }
+}
+
+/// The PodGroup the job should have. `existing` is the observed one: a Volcano queue is
+/// immutable once set, so an existing PodGroup keeps its queue.
+pub fn desired(job: &JobSnapshot, gang: &GangScheduler, existing: Option<&Value>) -> Value {
+    let policy = job.run_policy.scheduling_policy.clone().unwrap_or_default();
+    let min_member = policy.min_available.unwrap_or_else(|| job.total_replicas());
+    let min_resources = match &policy.min_resources {
+        Some(r) => json!(r),
+        None => json!(computed_min_resources(job, min_member)),
+    };
+    let mut spec = Map::new();
+    spec.insert("minMember".into(), json!(min_member));
+    spec.insert("minResources".into(), min_resources);
+    match gang {
+        GangScheduler::Volcano => {
+            let queue = existing
+                .and_then(|pg| pg.pointer("/spec/queue"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or(policy.queue)
+                .filter(|q| !q.is_empty())
+                .unwrap_or_else(|| "default".to_string());
+            spec.insert("queue".into(), json!(queue));
+            if let Some(pc) = policy.priority_class.filter(|p| !p.is_empty()) {
+                spec.insert("priorityClassName".into(), json!(pc));
+            }
+        }
+        GangScheduler::SchedulerPlugins { .. } => {
+            if let Some(t) = policy.schedule_timeout_seconds {
+                spec.insert("scheduleTimeoutSeconds".into(), json!(t));
+            }
+        }
+    }
+    json!({
+        "apiVersion": api_version(gang),
+        "kind": "PodGroup",
+        "metadata": {
+            "name": naming::pod_group_name(job),
+            "namespace": job.namespace,
+            "annotations": job.annotations,
+            "ownerReferences": [naming::owner_reference(job)],
+        },
+        "spec": spec,
+    })
+}
+
+/// The action that makes the observed PodGroup the desired one, if any.
+pub fn reconcile(
+    job: &JobSnapshot,
+    gang: &GangScheduler,
+    existing: Option<&Value>,
+) -> Option<Action> {
+    let want = desired(job, gang, existing);
+    match existing {
+        None => Some(Action::CreatePodGroup(want)),
+        Some(pg) => {
+            let (have, spec) = (pg.get("spec"), want.get("spec"));
+            let differs = spec.and_then(Value::as_object).is_some_and(|s| {
+                s.iter()
+                    .any(|(k, v)| have.and_then(|h| h.get(k)) != Some(v))
+            });
+            differs.then(|| Action::UpdatePodGroup {
+                api_version: api_version(gang).to_string(),
+                name: naming::pod_group_name(job),
+                spec: spec.cloned().unwrap_or_default(),
+            })
+        }
+    }
+}
+
+/// Whether pods may be created: Volcano admits a PodGroup (phase past Pending) only when the
+/// whole gang fits its queue; creating pods before that only fills the node with Pending
+/// pods. scheduler-plugins never holds pods back.
+pub fn ready_for_pods(gang: &GangScheduler, existing: Option<&Value>) -> bool {
+    match gang {
+        GangScheduler::SchedulerPlugins { .. } => true,
+        GangScheduler::Volcano => {
+            let phase = existing
+                .and_then(|pg| pg.pointer("/status/phase"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            !matches!(phase, "" | "Pending")
+        }
+    }
+}
+
+/// Message of the PodGroup's `Unschedulable` condition, when it has one that is True.
+pub fn unschedulable_message(pod_group: Option<&Value>) -> Option<String> {
+    pod_group?
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Unschedulable")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+        .map(|c| {
+            let text = |k| c.get(k).and_then(Value::as_str).unwrap_or_default();
+            [text("reason"), text("message")]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(": ")
+        })
+}
+
+/// Ties a pod to the job's PodGroup: schedulerName (only if the template sets none; upstream
+/// keeps a user's choice) and the group annotation (Volcano) or label (scheduler-plugins).
+pub fn decorate(
+    job: &JobSnapshot,
+    replica: &Replica,
+    gang: &GangScheduler,
+    meta: &mut ObjectMeta,
+    spec: &mut PodSpec,
+) {
+    if spec
+        .scheduler_name
+        .as_deref()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        spec.scheduler_name = Some(gang.scheduler_name().to_string());
+    }
+    let group = naming::pod_group_name(job);
+    match gang {
+        GangScheduler::Volcano => {
+            let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+            annotations.insert(VOLCANO_GROUP_ANNOTATION.to_string(), group);
+            annotations.insert(VOLCANO_TASK_ANNOTATION.to_string(), replica.type_label());
+        }
+        GangScheduler::SchedulerPlugins { .. } => {
+            meta.labels
+                .get_or_insert_with(BTreeMap::new)
+                .insert(SCHEDULER_PLUGINS_GROUP_LABEL.to_string(), group);
+        }
+    }
+}
+
+/// Requests (limits where a resource has no request) of the first `min_member` pods, in
+/// rank order, summed per resource.
+fn computed_min_resources(job: &JobSnapshot, min_member: i32) -> BTreeMap<String, String> {
+    let mut left = i128::from(min_member.max(0));
+    let mut total: BTreeMap<String, Nanos> = BTreeMap::new();
+    for replica in &job.replicas {
+        let pods = left.min(i128::from(replica.replicas.max(0)));
+        left -= pods;
+        for (resource, per_pod) in pod_requests(replica) {
+            let add = per_pod.checked_mul(pods).unwrap_or_default();
+            let sum = total.entry(resource).or_default();
+            *sum = sum.checked_add(add).unwrap_or(*sum);
+        }
+    }
+    total
+        .into_iter()
+        .map(|(k, v)| (k, v.to_quantity().0))
+        .collect()
+}
+
+/// One pod's requests over its regular containers (limits stand in for missing requests).
+fn pod_requests(replica: &Replica) -> BTreeMap<String, Nanos> {
+    let mut out: BTreeMap<String, Nanos> = BTreeMap::new();
+    let containers = replica
+        .template
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter());
+    for r in containers.filter_map(|c| c.resources.as_ref()) {
+        for (name, q) in effective_requests(r) {
+            let sum = out.entry(name).or_default();
+            *sum = Nanos::parse(&q)
+                .and_then(|n| sum.checked_add(n))
+                .unwrap_or(*sum);
+        }
+    }
+    out
+}
+
+fn effective_requests(
+    r: &ResourceRequirements,
+) -> BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> {
+    let mut all = r.limits.clone().unwrap_or_default();
+    all.extend(r.requests.clone().unwrap_or_default());
+    all
+}

@@ -1,0 +1,161 @@
+//! The gang watchdog: a job whose pods stay Pending past a start deadline gets a verdict
+//! naming why, read from the cluster, instead of sitting in `Created` forever (upstream
+//! #2001, #1630, #1729).
+//!
+//! Entry point: [`check`]. The deadline is `schedulingPolicy.scheduleTimeoutSeconds`, else
+//! [`Config::start_deadline`]. The clock starts at the oldest Pending pod's creation, so a
+//! recreated gang gets a fresh deadline; while a Volcano job waits for its PodGroup (no pods
+//! yet) it starts at the PodGroup's creation, else at the job's startTime.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use serde_json::Value;
+
+use super::config::Config;
+use super::deadlines::Deadline;
+use super::observed::Observed;
+use super::podgroup;
+use super::replicas::{name, phase};
+use super::snapshot::JobSnapshot;
+use super::Timestamp;
+
+/// Waiting reasons that mean the image will not arrive without a change.
+const IMAGE_PULL_FAILURES: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing stuck (yet); look again after `recheck` if set.
+    Quiet { recheck: Option<Duration> },
+    /// The deadline has passed; `message` names the pods or PodGroup and the cause.
+    Stuck { message: String },
+}
+
+/// Looks at the job's Pending pods (or, with `waiting_for_group`, at its PodGroup).
+pub fn check(
+    job: &JobSnapshot,
+    observed: &Observed,
+    waiting_for_group: bool,
+    now: Timestamp,
+    config: &Config,
+) -> Verdict {
+    let Some(limit) = start_deadline(job, config) else {
+        return Verdict::Quiet { recheck: None };
+    };
+    let pending: Vec<&Pod> = observed
+        .pods
+        .iter()
+        .filter(|p| phase(p) == "Pending" && p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let since = if !pending.is_empty() {
+        pending
+            .iter()
+            .filter_map(|p| p.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0)
+            .min()
+    } else if waiting_for_group {
+        observed
+            .pod_group
+            .as_ref()
+            .and_then(|pg| pg.pointer("/metadata/creationTimestamp"))
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<Timestamp>().ok())
+            .or(job.status.start_time.as_ref().map(|t| t.0))
+    } else {
+        None
+    };
+    let Some(since) = since else {
+        return Verdict::Quiet { recheck: None };
+    };
+    match Deadline::at(since, limit, now) {
+        Deadline::Passed => Verdict::Stuck {
+            message: message(job, observed, &pending, limit),
+        },
+        other => Verdict::Quiet {
+            recheck: other.remaining(),
+        },
+    }
+}
+
+fn start_deadline(job: &JobSnapshot, config: &Config) -> Option<Duration> {
+    let from_job = job
+        .run_policy
+        .scheduling_policy
+        .as_ref()
+        .and_then(|p| p.schedule_timeout_seconds)
+        .and_then(|s| u64::try_from(s).ok())
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs);
+    from_job.or(config.start_deadline)
+}
+
+fn message(job: &JobSnapshot, observed: &Observed, pending: &[&Pod], limit: Duration) -> String {
+    let what = if pending.is_empty() {
+        format!(
+            "PodGroup {} was not admitted",
+            super::naming::pod_group_name(job)
+        )
+    } else {
+        let names: Vec<&str> = pending.iter().map(|p| name(p)).collect();
+        format!(
+            "{} pod(s) still Pending ({})",
+            names.len(),
+            names.join(", ")
+        )
+    };
+    format!(
+        "{} {} did not start within {}s: {what}: {}",
+        job.kind(),
+        job.name,
+        limit.as_secs(),
+        cause(observed, pending)
+    )
+}
+
+/// The most specific cause the cluster reports, most actionable first: a missing claim or
+/// image is the user's to fix; an unschedulable gang is capacity or quota.
+pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
+    if !observed.facts.missing_pvcs.is_empty() {
+        return format!(
+            "PersistentVolumeClaim(s) not found: {}",
+            observed.facts.missing_pvcs.join(", ")
+        );
+    }
+    if let Some(pull) = pending.iter().find_map(|p| image_pull_failure(p)) {
+        return pull;
+    }
+    if let Some(msg) = podgroup::unschedulable_message(observed.pod_group.as_ref()) {
+        return format!("PodGroup is unschedulable: {msg}");
+    }
+    if let Some((pod, msg)) = pending
+        .iter()
+        .find_map(|p| observed.facts.failed_scheduling.get_key_value(name(p)))
+    {
+        return format!("pod {pod} cannot be scheduled: {msg}");
+    }
+    "the cluster reports no cause (no scheduling or image events)".to_string()
+}
+
+/// `pod <name>: <reason>: <message>` for a container stuck pulling its image.
+fn image_pull_failure(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let statuses: Vec<&ContainerStatus> =
+        [&status.init_container_statuses, &status.container_statuses]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
+    statuses.iter().find_map(|s| {
+        let waiting = s.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.as_deref()?;
+        IMAGE_PULL_FAILURES.contains(&reason).then(|| {
+            let detail = waiting.message.as_deref().unwrap_or(&s.image);
+            format!("pod {}: {reason}: {detail}", name(pod))
+        })
+    })
+}
