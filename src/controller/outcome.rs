@@ -219,7 +219,12 @@ impl Rules<'_> {
         );
     }
 
+    /// A job that has just succeeded is not also failed in the same pass (upstream sets
+    /// both when, e.g., a TF Chief succeeds while a Worker has failed).
     fn failed(&mut self, msg: String) {
+        if self.status.is(ConditionType::Succeeded) {
+            return;
+        }
         self.status.complete_at(self.now);
         self.set(
             ConditionType::Failed,

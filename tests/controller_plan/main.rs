@@ -1,0 +1,15 @@
+//! Table tests of the controller's pure planning core, `gangplank::controller::plan`,
+//! porting the upstream training-operator controller cases (reference §6) with exact
+//! condition lists, env values and actions.
+
+mod fixtures;
+
+mod backoff;
+mod cleanup;
+mod deadlines;
+mod env;
+mod objects;
+mod podgroup;
+mod status_rules;
+mod suspend;
+mod watchdog;
