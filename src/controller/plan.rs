@@ -410,18 +410,20 @@ impl<'a> Planner<'a> {
         self.out.events.push(Event::normal("ExitedWithCode", msg));
     }
 
-    /// Deletes a pod (unless already going) and the Service of the same name.
+    /// Deletes a pod unless it is already going. Clean-up takes the Service of the same name
+    /// with it (upstream); a restarted pod keeps its Service, and suspend and scale-down
+    /// delete Services on their own.
     fn delete_pod(&mut self, pod: &Pod, reason: DeleteReason) {
         if pod.metadata.deletion_timestamp.is_some() {
             return;
         }
         let name = replicas::name(pod).to_string();
-        let service = self.observed.has_service(&name) && reason != DeleteReason::Restart;
+        let service = reason == DeleteReason::CleanUp && self.observed.has_service(&name);
         self.push(Action::DeletePod {
             name: name.clone(),
             reason,
         });
-        if service && reason != DeleteReason::Suspend {
+        if service {
             self.push(Action::DeleteService { name, reason });
         }
     }
