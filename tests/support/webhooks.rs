@@ -21,6 +21,8 @@ pub struct Webhooks {
     /// `https://127.0.0.1:PORT` of `gangplank serve`.
     pub url: String,
     pub policies: PathBuf,
+    /// The CA of the server's certificate, PEM.
+    pub ca_pem: Vec<u8>,
     server: Process,
 }
 
@@ -43,6 +45,17 @@ impl Webhooks {
     /// Starts `gangplank serve --policies <policies>` and installs the configurations of
     /// deploy/ on `control_plane`, waiting until the apiserver calls both webhooks.
     pub async fn install(control_plane: &ControlPlane, policies: PathBuf) -> Webhooks {
+        Webhooks::install_scoped(control_plane, policies, None).await
+    }
+
+    /// As [`Webhooks::install`]; with `only`, the configurations are renamed `<name>-<only>`
+    /// and match that one namespace instead of deploy/'s selector, so that a second server
+    /// can sit beside deploy/'s own (a baseline for the latency benchmark, say).
+    pub async fn install_scoped(
+        control_plane: &ControlPlane,
+        policies: PathBuf,
+        only: Option<&str>,
+    ) -> Webhooks {
         let dir = control_plane.dir.path();
         // Per server: a control plane may see more than one (the latency benchmark).
         let [port] = free_ports();
@@ -51,19 +64,38 @@ impl Webhooks {
         let args = serve_args(port, &tls, &policies);
         let name = format!("gangplank-{port}");
         let server = Process::spawn(&name, super::gangplank(), &args, dir);
+        let ca = std::fs::read(tls.join("ca.crt")).expect("webhook ca.crt");
         let webhooks = Webhooks {
             url: format!("https://127.0.0.1:{port}"),
             policies,
+            ca_pem: ca.clone(),
             server,
         };
-        let ca = std::fs::read(tls.join("ca.crt")).expect("webhook ca.crt");
         let client = control_plane.client().await;
         for configuration in render_deploy(control_plane) {
-            let configuration = webhooks.point_at_self(configuration, &ca);
+            let mut configuration = webhooks.point_at_self(configuration, &ca);
+            if let Some(namespace) = only {
+                scope_to(&mut configuration, namespace);
+            }
             apply(&client, configuration).await;
         }
-        webhooks.wait_active(&client).await;
         webhooks
+            .wait_active(&client, only.unwrap_or("default"))
+            .await;
+        webhooks
+    }
+
+    /// The server's `/metrics` (Prometheus text).
+    pub async fn metrics(&self) -> String {
+        let ca = reqwest::Certificate::from_pem(&self.ca_pem).expect("CA PEM");
+        let client = reqwest::Client::builder()
+            .tls_certs_only([ca])
+            .no_proxy()
+            .build()
+            .expect("HTTP client");
+        let response = client.get(format!("{}/metrics", self.url)).send().await;
+        let response = response.expect("GET /metrics");
+        response.text().await.expect("metrics text")
     }
 
     /// The last lines of the server's log (its one JSON line per decision included).
@@ -89,11 +121,11 @@ impl Webhooks {
 
     /// The apiserver reads webhook configurations through an informer: wait until one dry
     /// run reaches both webhooks (the server logs one line per decision).
-    async fn wait_active(&self, client: &kube::Client) {
+    async fn wait_active(&self, client: &kube::Client, namespace: &str) {
         super::wait_for("both webhooks called", Duration::from_secs(60), || async {
             let before = self.decisions();
             let probe = jobs::pytorch_job("webhook-probe", 1);
-            jobs::create(client, "default", &probe, true)
+            jobs::create(client, namespace, &probe, true)
                 .await
                 .map_err(|e| e.to_string())?;
             let calls = self.decisions() - before;
@@ -118,6 +150,21 @@ impl Webhooks {
 
     fn decisions(&self) -> usize {
         self.server.log_text().matches("admission decision").count()
+    }
+}
+
+/// Renames `configuration` after `namespace` and makes each webhook match only it.
+fn scope_to(configuration: &mut Value, namespace: &str) {
+    let name = configuration["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    configuration["metadata"]["name"] = format!("{name}-{namespace}").into();
+    let selector = json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+    let hooks = configuration["webhooks"]
+        .as_array_mut()
+        .expect("webhooks list");
+    for hook in hooks {
+        hook["namespaceSelector"] = selector.clone();
     }
 }
 
