@@ -442,7 +442,7 @@ impl<'a> Planner<'a> {
         let (now, reason) = (self.now, reason(self.job.kind(), what));
         let changed = self
             .status
-            .set_condition(t, on, reason.clone(), msg.clone(), now);
+            .set_condition(t.clone(), on, reason.clone(), msg.clone(), now);
         if changed && event {
             let e = match t {
                 ConditionType::Restarting => Event::warning(reason, msg),

@@ -49,7 +49,8 @@ pub struct Condition {
     pub last_transition_time: Option<Time>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
 pub enum ConditionType {
     Created,
     Running,
@@ -57,9 +58,36 @@ pub enum ConditionType {
     Succeeded,
     Suspended,
     Failed,
-    /// Any type another controller wrote; kept as is.
-    #[serde(other)]
-    Unknown,
+    /// A type another controller wrote; written back unchanged.
+    Other(String),
+}
+
+impl From<String> for ConditionType {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "Created" => ConditionType::Created,
+            "Running" => ConditionType::Running,
+            "Restarting" => ConditionType::Restarting,
+            "Succeeded" => ConditionType::Succeeded,
+            "Suspended" => ConditionType::Suspended,
+            "Failed" => ConditionType::Failed,
+            _ => ConditionType::Other(s),
+        }
+    }
+}
+
+impl From<ConditionType> for String {
+    fn from(t: ConditionType) -> String {
+        match t {
+            ConditionType::Created => "Created".into(),
+            ConditionType::Running => "Running".into(),
+            ConditionType::Restarting => "Restarting".into(),
+            ConditionType::Succeeded => "Succeeded".into(),
+            ConditionType::Suspended => "Suspended".into(),
+            ConditionType::Failed => "Failed".into(),
+            ConditionType::Other(s) => s,
+        }
+    }
 }
 
 /// Counts of one replica type's pods (upstream `ReplicaStatus`; zero counts are omitted).
@@ -111,7 +139,7 @@ impl JobStatus {
         }
         let status = if status { "True" } else { "False" }.to_string();
         let mut transition = Some(Time(now));
-        if let Some(old) = self.condition(t) {
+        if let Some(old) = self.condition(t.clone()) {
             if old.status == status && old.reason == reason && old.message == message {
                 return false;
             }
@@ -119,7 +147,7 @@ impl JobStatus {
                 transition.clone_from(&old.last_transition_time);
             }
         }
-        self.conditions.retain(|c| !replaced_by(c.type_, t));
+        self.conditions.retain(|c| !replaced_by(&c.type_, &t));
         if matches!(t, ConditionType::Succeeded | ConditionType::Failed) {
             for c in self.conditions.iter_mut() {
                 if c.type_ == ConditionType::Running {
@@ -145,7 +173,7 @@ impl JobStatus {
 }
 
 /// Whether setting condition `new` removes an existing condition of type `old`.
-fn replaced_by(old: ConditionType, new: ConditionType) -> bool {
+fn replaced_by(old: &ConditionType, new: &ConditionType) -> bool {
     use ConditionType::{Restarting, Running};
     old == new || matches!((old, new), (Running, Restarting) | (Restarting, Running))
 }

@@ -311,12 +311,7 @@ pub fn conditions(plan: &Plan) -> Vec<(String, String, String)> {
         .unwrap_or_default();
     status
         .into_iter()
-        .map(|c| {
-            let ty = serde_json::to_value(c.type_)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string));
-            (ty.unwrap_or_default(), c.status, c.reason)
-        })
+        .map(|c| (String::from(c.type_), c.status, c.reason))
         .collect()
 }
 
@@ -336,7 +331,7 @@ pub fn message(plan: &Plan, ty: &str) -> String {
         .unwrap_or_default();
     status
         .into_iter()
-        .rfind(|c| serde_json::to_value(c.type_).ok() == Some(json!(ty)))
+        .rfind(|c| String::from(c.type_.clone()) == ty)
         .map(|c| c.message)
         .unwrap_or_default()
 }
