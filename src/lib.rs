@@ -2,6 +2,7 @@
 //!
 //! - [`admission`]: the HTTPS webhook server (`gangplank serve`), TLS and policy hot reload.
 //! - [`controller`]: the lifecycle controller's pure planning core (`plan`: job + cluster → actions, status).
+//! - [`crd`]: Rust types and generated CRDs of the training kinds the controller runs (`gangplank crds`).
 //! - [`job`]: the kind table and JobView, one normalized view over every training kind.
 //! - [`policy`]: the Rego policy set (regorus), parameters, mutation intents, decisions.
 //! - [`review`]: admission requests in (manifests or AdmissionReviews), decisions out.
@@ -11,6 +12,7 @@
 pub mod admission;
 pub mod cli;
 pub mod controller;
+pub mod crd;
 pub mod job;
 pub mod pointer;
 pub mod policy;

@@ -5,12 +5,10 @@
 //! The corpus lives outside the repository: `GANGPLANK_CORPUS`, else `../shared/corpus`
 //! beside the crate. Without it every test is reported ignored, after one line saying why.
 //!
-//! Schemas are checked twice, as the apiserver would treat them:
-//! - *loose*: the openAPIV3Schema as JSON Schema (draft 4, which OpenAPI 3.0 schemas follow):
-//!   what the apiserver would reject;
-//! - *strict*: also `additionalProperties: false` wherever the schema lists properties and
-//!   does not preserve unknown fields: fields the apiserver would silently prune. A mutation
-//!   must not add any (the default it meant to persist would vanish).
+//! Schemas are checked loose and strict (tests/schemas): a mutation must not add a field
+//! the apiserver would prune (the default it meant to persist would vanish).
+
+mod schemas;
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -20,28 +18,11 @@ use std::sync::OnceLock;
 use gangplank::policy::PolicySet;
 use gangplank::review::documents::ReadOptions;
 use gangplank::review::{read_documents, review};
-use jsonschema::Validator;
-use serde_json::{json, Map, Value};
+use schemas::{assert_no_failures, find_corpus, manifests_in, schema_errors, to_json_schema, Crds};
+use serde_json::{json, Value};
 
 const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies");
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-/// Schema error messages quote the offending value, which can be a whole pod template.
-const MAX_MESSAGE_CHARS: usize = 300;
-
-/// The corpus directory, or why there is none.
-fn find_corpus() -> Result<PathBuf, String> {
-    let dir = std::env::var_os("GANGPLANK_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
-    if dir.is_dir() {
-        Ok(dir)
-    } else {
-        Err(format!(
-            "corpus not found at {} (set GANGPLANK_CORPUS)",
-            dir.display()
-        ))
-    }
-}
 
 /// The corpus directory, in a test `main` runs only when there is one.
 fn corpus_dir() -> PathBuf {
@@ -98,125 +79,9 @@ fn main() {
     libtest_mimic::run(&args, trials).exit()
 }
 
-/// Compiled validators of one CRD version.
-struct Schemas {
-    crd: String,
-    loose: Validator,
-    strict: Validator,
-}
-
-/// (apiVersion, kind) → validators, compiled once for all tests of this file.
-type Crds = HashMap<(String, String), Schemas>;
-
 fn crds(corpus: &Path) -> &'static Crds {
     static CRDS: OnceLock<Crds> = OnceLock::new();
-    CRDS.get_or_init(|| load_crds(&corpus.join("upstream-crds")))
-}
-
-fn load_crds(dir: &Path) -> Crds {
-    let mut out = Crds::new();
-    let entries = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot list the CRDs in {}: {e}", dir.display()));
-    for path in entries.map(|e| e.expect("readable directory entry").path()) {
-        if path.extension().is_none_or(|e| e != "yaml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let crd: Value = yaml_serde::from_str(&text)
-            .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
-        add_crd(&mut out, &path, &crd);
-    }
-    assert!(!out.is_empty(), "no CRDs found in {}", dir.display());
-    out
-}
-
-fn add_crd(out: &mut Crds, path: &Path, crd: &Value) {
-    let text = |ptr: &str| crd.pointer(ptr).and_then(Value::as_str).unwrap_or_default();
-    let (group, kind) = (text("/spec/group"), text("/spec/names/kind"));
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
-    for version in versions.into_iter().flatten() {
-        let Some(schema) = version.pointer("/schema/openAPIV3Schema") else {
-            continue;
-        };
-        let name = version
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let file = path
-            .file_name()
-            .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
-        let compile = |strict: bool| {
-            jsonschema::draft4::new(&to_json_schema(schema, strict))
-                .unwrap_or_else(|e| panic!("{file} {name}: schema does not compile: {e}"))
-        };
-        out.insert(
-            (format!("{group}/{name}"), kind.to_string()),
-            Schemas {
-                crd: format!("{file} ({name})"),
-                loose: compile(false),
-                strict: compile(true),
-            },
-        );
-    }
-}
-
-/// A Kubernetes structural schema as plain JSON Schema: `x-kubernetes-*` keys dropped, and
-/// `type` dropped where `x-kubernetes-int-or-string` allows either. With `strict`, objects
-/// that list properties refuse others (see the module doc).
-fn to_json_schema(schema: &Value, strict: bool) -> Value {
-    match schema {
-        Value::Object(map) => {
-            let flag = |k: &str| map.get(k).and_then(Value::as_bool).unwrap_or(false);
-            let int_or_string = flag("x-kubernetes-int-or-string");
-            let preserve = flag("x-kubernetes-preserve-unknown-fields");
-            let mut out: Map<String, Value> = map
-                .iter()
-                .filter(|(k, _)| !k.starts_with("x-kubernetes-"))
-                .filter(|(k, _)| !(int_or_string && *k == "type"))
-                .map(|(k, v)| (k.clone(), to_json_schema(v, strict)))
-                .collect();
-            if strict
-                && !preserve
-                && out.contains_key("properties")
-                && !out.contains_key("additionalProperties")
-            {
-                out.insert("additionalProperties".into(), Value::Bool(false));
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|v| to_json_schema(v, strict)).collect())
-        }
-        other => other.clone(),
-    }
-}
-
-/// The apiserver drops `null` fields that the schema does not mark nullable (none of these
-/// CRDs marks any) before validating; upstream examples rely on it (`command:` left empty).
-fn without_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), without_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
-        other => other.clone(),
-    }
-}
-
-/// Every schema error as `instance path: message`.
-fn schema_errors(validator: &Validator, object: &Value) -> Vec<String> {
-    let object = without_nulls(object);
-    validator
-        .iter_errors(&object)
-        .map(|e| {
-            let msg: String = e.to_string().chars().take(MAX_MESSAGE_CHARS).collect();
-            format!("{}: {msg}", e.instance_path())
-        })
-        .collect()
+    CRDS.get_or_init(|| schemas::load_dir(&corpus.join("upstream-crds")))
 }
 
 /// One training object after review.
@@ -298,15 +163,6 @@ fn validate(job: &Reviewed, crds: &Crds, strict_original: bool) -> Vec<String> {
         )
     }));
     out
-}
-
-fn assert_no_failures(what: &str, failures: &[String]) {
-    assert!(
-        failures.is_empty(),
-        "{what}: {} failures\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
 }
 
 fn reads_and_reviews_every_upstream_example_without_errors() {
@@ -424,12 +280,7 @@ fn mutated_upstream_examples_stay_valid_for_the_upstream_crds() {
 fn mutated_good_examples_are_valid_for_the_upstream_crds() {
     let corpus = corpus_dir();
     let crds = crds(&corpus);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(EXAMPLES)
-        .expect("examples/ should exist")
-        .map(|e| e.expect("readable directory entry").path())
-        .filter(|p| p.is_file() && is_manifest(p))
-        .collect();
-    files.sort();
+    let files = manifests_in(Path::new(EXAMPLES));
     let (jobs, mut failures) = review_paths(&files);
     assert!(
         jobs.len() >= 8,
@@ -492,11 +343,4 @@ fn strict_schemas_refuse_unknown_fields_and_accept_int_or_string() {
     );
     let unknown = serde_json::json!({"cpu": "8", "typo": 1});
     assert_eq!(schema_errors(&strict, &unknown).len(), 1);
-}
-
-/// YAML or JSON, as `gangplank check` picks files in a directory (examples/ may also hold
-/// Cargo example programs).
-fn is_manifest(path: &std::path::Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
 }

@@ -3,6 +3,8 @@
 pub mod bench;
 pub mod certs;
 pub mod check;
+pub mod controller;
+pub mod crds;
 pub mod report;
 pub mod serve;
 pub mod test;
@@ -47,6 +49,11 @@ pub enum Command {
     Certs(certs::CertsArgs),
     /// Load-test the HTTPS webhooks: reviews/s, p50, p99 and server RSS per concurrency.
     Bench(bench::BenchArgs),
+    /// Run the lifecycle controller: pods, Services, PodGroups, status, restarts, deadlines
+    /// and the gang watchdog for the kubeflow.org/v1 training kinds.
+    Controller(controller::ControllerArgs),
+    /// Write the CRDs of the training kinds the controller runs (generated from src/crd/).
+    Crds(crds::CrdsArgs),
 }
 
 impl Command {
@@ -54,8 +61,12 @@ impl Command {
     /// commands only problems.
     pub fn default_log_filter(&self) -> &'static str {
         match self {
-            Command::Serve(_) => "info",
-            Command::Check(_) | Command::Test(_) | Command::Certs(_) | Command::Bench(_) => "warn",
+            Command::Serve(_) | Command::Controller(_) => "info",
+            Command::Check(_)
+            | Command::Test(_)
+            | Command::Certs(_)
+            | Command::Bench(_)
+            | Command::Crds(_) => "warn",
         }
     }
 }
@@ -82,6 +93,8 @@ impl Cli {
             Command::Serve(args) => args.run(),
             Command::Certs(args) => args.run(),
             Command::Bench(args) => args.run(),
+            Command::Crds(args) => args.run(),
+            Command::Controller(args) => args.run(),
         };
         ExitCode::from(code)
     }

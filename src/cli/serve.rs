@@ -189,7 +189,7 @@ fn ephemeral(names: &[String], ca_path: Option<PathBuf>) -> Result<ServingCert, 
 }
 
 /// Resolves on Ctrl-C or SIGTERM (what the kubelet sends before killing the Pod).
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
             error!(error = %e, "cannot listen for Ctrl-C");

@@ -21,24 +21,36 @@
 //! - [`deadlines`]: activeDeadlineSeconds, TTL after finish and when to look again.
 //! - [`watchdog`]: the gang start deadline and the cause of a stuck gang.
 //! - [`action`]: [`Plan`], [`Action`] and [`Event`], the output.
+//!
+//! The I/O shell around `plan`, holding no semantics of its own:
+//! - [`runner`]: one kube-runtime `Controller` per kind, pods and Services watched into caches;
+//! - [`reconcile`]: snapshot → [`observe`] → `plan` → [`apply`] → status → Events → requeue;
+//! - [`leader`]: a `coordination.k8s.io` Lease, so only one replica reconciles;
+//! - [`metrics`]: reconciles, errors by stage, transitions, watchdog firings.
 
 // Data here comes from the cluster (job objects, pods, PodGroups): a panic would stop the
 // controller for every job, so every fallible step degrades to a condition or a problem.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod action;
+pub mod apply;
 pub mod config;
 pub mod deadlines;
 pub mod env;
+pub mod leader;
+pub mod metrics;
 pub mod naming;
+pub mod observe;
 pub mod observed;
 pub mod outcome;
 mod plan;
 pub mod podgroup;
 pub mod pods;
 pub mod quantity;
+pub mod reconcile;
 pub mod replicas;
 pub mod restart;
+pub mod runner;
 pub mod services;
 pub mod snapshot;
 pub mod status;

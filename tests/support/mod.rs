@@ -16,6 +16,7 @@
 
 pub mod assets;
 pub mod control_plane;
+pub mod controller;
 pub mod harness;
 pub mod jobs;
 pub mod process;

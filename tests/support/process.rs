@@ -36,6 +36,17 @@ pub struct Process {
 
 impl Process {
     pub fn spawn(name: &str, program: &Path, args: &[String], dir: &Path) -> Process {
+        Process::spawn_with_env(name, program, args, &[], dir)
+    }
+
+    /// As [`Process::spawn`], with `env` (name, value) set for the server only.
+    pub fn spawn_with_env(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        dir: &Path,
+    ) -> Process {
         let log = dir.join(format!("{name}.log"));
         let out = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let err = out.try_clone().expect("clone log handle");
@@ -45,6 +56,7 @@ impl Process {
             .arg(format!("guardian-{name}"))
             .arg(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(out)
             .stderr(err)

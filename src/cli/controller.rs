@@ -1,0 +1,231 @@
+//! `gangplank controller`: the lifecycle controller (pods, Services, PodGroups, status,
+//! restarts, deadlines, gang watchdog) for the v1 training kinds, with leader election.
+//! `gangplank serve --controller` runs the same beside the webhooks, for small clusters.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use futures::FutureExt as _;
+use kube::runtime::events::Reporter;
+use tracing::{error, info};
+
+use super::{exit, parse_duration};
+use crate::controller::leader::{Elector, LeaseConfig};
+use crate::controller::metrics::ControllerMetrics;
+use crate::controller::snapshot::RUNNABLE_KINDS;
+use crate::controller::{runner, Config, GangScheduler, StuckAction};
+use crate::error_chain;
+use crate::job::KindSpec;
+
+/// Settings of the lifecycle controller, shared by `controller` and `serve --controller`.
+#[derive(Debug, Clone, Args)]
+pub struct ControllerOptions {
+    /// Kinds to run (kubeflow.org/v1). Never run the upstream training-operator on the same
+    /// kinds: both would create each job's pods (deploy/README.md).
+    #[arg(long, value_delimiter = ',', default_values_t = RUNNABLE_KINDS.iter().map(|k| k.to_string()), env = "GANGPLANK_KINDS")]
+    pub kinds: Vec<String>,
+    /// Gang scheduler whose PodGroups the controller writes: `volcano`, a scheduler-plugins
+    /// scheduler name (e.g. `scheduler-plugins-scheduler`), or empty for none.
+    #[arg(long, default_value = "volcano", env = "GANGPLANK_GANG_SCHEDULER")]
+    pub gang_scheduler: String,
+    /// How long a job's pods may stay Pending before the gang watchdog acts, for jobs that
+    /// set no schedulingPolicy.scheduleTimeoutSeconds; 0s turns it off for them.
+    #[arg(long, default_value = "15m", value_parser = parse_duration, env = "GANGPLANK_START_DEADLINE")]
+    pub start_deadline: Duration,
+    /// What the watchdog does with a stuck gang: fail the job, or delete and recreate the
+    /// whole gang (counted against backoffLimit).
+    #[arg(long, value_enum, default_value = "fail", env = "GANGPLANK_ON_STUCK")]
+    pub on_stuck: OnStuck,
+    /// Image of the init container that makes PyTorch workers wait for the master's DNS name.
+    #[arg(
+        long,
+        default_value = "alpine:3.10",
+        env = "GANGPLANK_PYTORCH_INIT_IMAGE"
+    )]
+    pub pytorch_init_image: String,
+    /// Hold a coordination.k8s.io Lease so that only one replica reconciles.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "GANGPLANK_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease (the controller's own).
+    #[arg(long, default_value = "gangplank-system", env = "POD_NAMESPACE")]
+    pub lease_namespace: String,
+    /// Name of the Lease.
+    #[arg(
+        long,
+        default_value = "gangplank-controller",
+        env = "GANGPLANK_LEASE_NAME"
+    )]
+    pub lease_name: String,
+    /// Where to serve the controller's /metrics and /healthz over plain HTTP; empty for none.
+    #[arg(long, default_value = "", env = "GANGPLANK_CONTROLLER_METRICS_ADDR")]
+    pub controller_metrics_addr: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnStuck {
+    Fail,
+    RestartGang,
+}
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    #[command(flatten)]
+    pub options: ControllerOptions,
+}
+
+impl ControllerArgs {
+    pub fn run(self) -> u8 {
+        let Self { options } = self;
+        match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(options.run(super::serve::shutdown_signal())),
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                exit::UNREADABLE
+            }
+        }
+    }
+}
+
+impl ControllerOptions {
+    /// Runs the controllers until `shutdown` resolves; an exit code.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> u8 {
+        let (kinds, config) = match self.settings() {
+            Ok(settings) => settings,
+            Err(message) => {
+                error!(error = %message, "invalid controller settings");
+                return exit::UNREADABLE;
+            }
+        };
+        let client = match kube::Client::try_default().await {
+            Ok(client) => client,
+            Err(e) => {
+                error!(error = %error_chain(&e), "cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)");
+                return exit::UNREADABLE;
+            }
+        };
+        let metrics = Arc::new(ControllerMetrics::new());
+        if let Err(message) = serve_metrics(&self.controller_metrics_addr, metrics.clone()).await {
+            error!(error = %message, "cannot serve controller metrics");
+            return exit::UNREADABLE;
+        }
+        let shutdown = shutdown.boxed().shared();
+        let identity = identity();
+        let reporter = Reporter {
+            controller: "gangplank-controller".into(),
+            instance: Some(identity.clone()),
+        };
+        if !self.leader_elect {
+            runner::run(client, kinds, config, metrics, reporter, shutdown).await;
+            return exit::OK;
+        }
+        let elector = Elector::new(
+            client.clone(),
+            LeaseConfig {
+                namespace: self.lease_namespace,
+                name: self.lease_name,
+                identity,
+                lease_duration: Duration::from_secs(15),
+                retry_period: Duration::from_secs(2),
+            },
+        );
+        tokio::select! {
+            () = elector.acquire() => {}
+            () = shutdown.clone() => return exit::OK,
+        }
+        metrics.set_leader(true);
+        let code = tokio::select! {
+            () = runner::run(client, kinds, config, metrics.clone(), reporter, shutdown) => exit::OK,
+            why = elector.keep() => {
+                // Reconciling on without the Lease could race the new leader: stop, and let
+                // the Deployment restart this replica as a follower.
+                error!(reason = %why, "lost the leader Lease; exiting");
+                exit::FAILED
+            }
+        };
+        metrics.set_leader(false);
+        elector.release().await;
+        code
+    }
+
+    fn settings(&self) -> Result<(Vec<&'static KindSpec>, Config), String> {
+        let mut kinds = Vec::new();
+        for name in &self.kinds {
+            let known = RUNNABLE_KINDS.iter().find(|k| k.eq_ignore_ascii_case(name));
+            let spec = known.and_then(|k| crate::job::lookup("kubeflow.org/v1", k));
+            match spec {
+                Some(spec) => kinds.push(spec),
+                None => {
+                    return Err(format!(
+                        "--kinds: {name} is not one the controller runs ({})",
+                        RUNNABLE_KINDS.join(", ")
+                    ))
+                }
+            }
+        }
+        let config = Config {
+            gang: GangScheduler::from_flag(self.gang_scheduler.trim()),
+            start_deadline: (!self.start_deadline.is_zero()).then_some(self.start_deadline),
+            on_stuck: match self.on_stuck {
+                OnStuck::Fail => StuckAction::Fail,
+                OnStuck::RestartGang => StuckAction::RestartGang,
+            },
+            pytorch_init_image: self.pytorch_init_image.clone(),
+            ..Config::default()
+        };
+        Ok((kinds, config))
+    }
+}
+
+/// This replica's name in the Lease and in Events: the pod name, made unique per process so
+/// that a restarted pod does not inherit its predecessor's Lease.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "gangplank".to_string());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{host}-{}-{nanos:x}", std::process::id())
+}
+
+/// `/metrics` and `/healthz` over plain HTTP on `addr` (empty: none), in the background.
+async fn serve_metrics(addr: &str, metrics: Arc<ControllerMetrics>) -> Result<(), String> {
+    if addr.is_empty() {
+        return Ok(());
+    }
+    let addr: SocketAddr = addr
+        .parse()
+        .map_err(|e| format!("--controller-metrics-addr {addr}: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("bind {addr}: {e}"))?;
+    let app = axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            crate::admission::metrics::CONTENT_TYPE,
+                        )],
+                        metrics.render(),
+                    )
+                }
+            }),
+        );
+    info!(%addr, "controller metrics on http://{addr}/metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            error!(error = %e, "controller metrics server stopped");
+        }
+    });
+    Ok(())
+}

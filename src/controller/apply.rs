@@ -1,0 +1,156 @@
+//! Carries out a [`Plan`]'s actions against the API, in order, stopping at the first error
+//! (the next reconcile plans again from what did happen).
+//!
+//! Creates are idempotent: 409 AlreadyExists means the watch cache is behind, not that
+//! anything is wrong. Deletes of what is already gone (404) are done too.
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{json, Value};
+
+use super::observe::pod_group_resource;
+use super::snapshot::JobSnapshot;
+use super::Action;
+
+/// Field manager of every write the controller makes.
+pub const FIELD_MANAGER: &str = "gangplank-controller";
+
+/// What failed, and on which action (for logs and the error metric's closed label set).
+#[derive(Debug, thiserror::Error)]
+#[error("{action} {name}: {source}")]
+pub struct ApplyError {
+    pub action: &'static str,
+    pub name: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// Applies `actions` for `job` (whose API resource is `resource`) in order.
+pub async fn apply(
+    client: &kube::Client,
+    resource: &ApiResource,
+    job: &JobSnapshot,
+    actions: &[Action],
+) -> Result<(), ApplyError> {
+    for action in actions {
+        apply_one(client, resource, job, action).await?;
+    }
+    Ok(())
+}
+
+async fn apply_one(
+    client: &kube::Client,
+    resource: &ApiResource,
+    job: &JobSnapshot,
+    action: &Action,
+) -> Result<(), ApplyError> {
+    let ns = job.namespace.as_str();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let jobs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+    let create = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let merge = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    let (what, name, result) = match action {
+        Action::CreatePod(pod) => {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let result = pods.create(&create, pod).await.map(drop);
+            ("create pod", name, exists_ok(result))
+        }
+        Action::DeletePod { name, .. } => {
+            let result = pods
+                .delete(name, &DeleteParams::background())
+                .await
+                .map(drop);
+            ("delete pod", name.clone(), gone_ok(result))
+        }
+        Action::CreateService(service) => {
+            let name = service.metadata.name.clone().unwrap_or_default();
+            let result = services.create(&create, service).await.map(drop);
+            ("create service", name, exists_ok(result))
+        }
+        Action::DeleteService { name, .. } => {
+            let result = services.delete(name, &DeleteParams::background()).await;
+            ("delete service", name.clone(), gone_ok(result.map(drop)))
+        }
+        Action::CreatePodGroup(object) => {
+            let (api, name) = pod_group_api(client, ns, object);
+            let typed: Result<DynamicObject, _> = serde_json::from_value(object.clone());
+            let result = match typed {
+                Ok(typed) => api.create(&create, &typed).await.map(drop),
+                Err(e) => Err(kube::Error::SerdeError(e)),
+            };
+            ("create podgroup", name, exists_ok(result))
+        }
+        Action::UpdatePodGroup {
+            api_version,
+            name,
+            spec,
+        } => {
+            let api = pod_groups(client, ns, api_version);
+            let patch = json!({ "spec": spec });
+            let result = api
+                .patch(name, &merge, &Patch::Merge(&patch))
+                .await
+                .map(drop);
+            ("update podgroup", name.clone(), result)
+        }
+        Action::DeletePodGroup { api_version, name } => {
+            let api = pod_groups(client, ns, api_version);
+            let result = api
+                .delete(name, &DeleteParams::background())
+                .await
+                .map(drop);
+            ("delete podgroup", name.clone(), gone_ok(result))
+        }
+        Action::DeleteJob => {
+            // Background: the job goes now, its pods and Services after it by owner reference.
+            let result = jobs.delete(&job.name, &DeleteParams::background()).await;
+            ("delete job", job.name.clone(), gone_ok(result.map(drop)))
+        }
+        Action::PatchJobAnnotations(annotations) => {
+            let patch = json!({ "metadata": { "annotations": annotations } });
+            let result = jobs.patch(&job.name, &merge, &Patch::Merge(&patch)).await;
+            ("annotate job", job.name.clone(), result.map(drop))
+        }
+    };
+    result.map_err(|source| ApplyError {
+        action: what,
+        name,
+        source,
+    })
+}
+
+fn pod_groups(client: &kube::Client, ns: &str, api_version: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &pod_group_resource(api_version))
+}
+
+fn pod_group_api(client: &kube::Client, ns: &str, object: &Value) -> (Api<DynamicObject>, String) {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let api = pod_groups(client, ns, text("/apiVersion"));
+    (api, text("/metadata/name").to_string())
+}
+
+fn exists_ok(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        other => other,
+    }
+}
+
+fn gone_ok(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other,
+    }
+}

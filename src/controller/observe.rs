@@ -1,0 +1,132 @@
+//! What the cluster holds for one job: [`observe`] reads the owned pods and Services from
+//! the watch caches, the PodGroup and, only when a pod waits to be scheduled, the facts the
+//! gang watchdog explains a stall with (FailedScheduling Events, missing PVCs).
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod, Service};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::reflector::Store;
+use kube::ResourceExt;
+
+use super::observed::{ClusterFacts, Observed};
+use super::snapshot::JobSnapshot;
+use super::{naming, podgroup, Config};
+
+/// Reads what `job` owns. Pods and Services come from the caches (filtered by the job's
+/// uid in a controller owner reference, so a same-named job created after a delete never
+/// adopts its predecessor's pods); the rest are API reads.
+pub async fn observe(
+    client: &kube::Client,
+    config: &Config,
+    pods: &Store<Pod>,
+    services: &Store<Service>,
+    job: &JobSnapshot,
+) -> Result<Observed, kube::Error> {
+    let owned =
+        |owner_refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
+            owner_refs
+                .iter()
+                .any(|r| r.uid == job.uid && r.controller == Some(true))
+        };
+    let pods: Vec<Pod> = pods
+        .state()
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(job.namespace.as_str()))
+        .filter(|p| owned(p.owner_references()))
+        .map(|p| (**p).clone())
+        .collect();
+    let services: Vec<Service> = services
+        .state()
+        .iter()
+        .filter(|s| s.namespace().as_deref() == Some(job.namespace.as_str()))
+        .filter(|s| owned(s.owner_references()))
+        .map(|s| (**s).clone())
+        .collect();
+    let pod_group = match &config.gang {
+        Some(gang) => read_pod_group(client, job, podgroup::api_version(gang)).await?,
+        None => None,
+    };
+    let facts = if pods.iter().any(is_pending) {
+        cluster_facts(client, job, &pods).await?
+    } else {
+        ClusterFacts::default()
+    };
+    Ok(Observed {
+        pods,
+        services,
+        pod_group,
+        facts,
+    })
+}
+
+fn is_pending(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, None | Some("Pending"))
+}
+
+/// The API resource of a PodGroup of `api_version` (Volcano's or scheduler-plugins').
+pub fn pod_group_resource(api_version: &str) -> ApiResource {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: api_version.to_string(),
+        kind: "PodGroup".to_string(),
+        plural: "podgroups".to_string(),
+    }
+}
+
+async fn read_pod_group(
+    client: &kube::Client,
+    job: &JobSnapshot,
+    api_version: &str,
+) -> Result<Option<serde_json::Value>, kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &job.namespace,
+        &pod_group_resource(api_version),
+    );
+    let found = api.get_opt(&naming::pod_group_name(job)).await?;
+    Ok(found.and_then(|pg| serde_json::to_value(pg).ok()))
+}
+
+/// FailedScheduling messages of the job's pods and the PVCs they mount that do not exist.
+async fn cluster_facts(
+    client: &kube::Client,
+    job: &JobSnapshot,
+    pods: &[Pod],
+) -> Result<ClusterFacts, kube::Error> {
+    let names: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), &job.namespace);
+    let params = ListParams::default().fields("involvedObject.kind=Pod,reason=FailedScheduling");
+    let mut failed_scheduling = std::collections::BTreeMap::new();
+    let mut listed = events.list(&params).await?.items;
+    // Latest last, so the newest message per pod wins.
+    listed.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
+    for event in listed {
+        let pod = event.involved_object.name.clone().unwrap_or_default();
+        if names.contains(&pod) {
+            failed_scheduling.insert(pod, event.message.clone().unwrap_or_default());
+        }
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &job.namespace);
+    let mut missing_pvcs = Vec::new();
+    for claim in claimed_pvcs(pods) {
+        if claims.get_opt(&claim).await?.is_none() {
+            missing_pvcs.push(claim);
+        }
+    }
+    Ok(ClusterFacts {
+        failed_scheduling,
+        missing_pvcs,
+    })
+}
+
+fn claimed_pvcs(pods: &[Pod]) -> BTreeSet<String> {
+    pods.iter()
+        .filter_map(|p| p.spec.as_ref()?.volumes.as_ref())
+        .flatten()
+        .filter_map(|v| Some(v.persistent_volume_claim.as_ref()?.claim_name.clone()))
+        .collect()
+}

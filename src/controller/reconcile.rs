@@ -1,0 +1,211 @@
+//! One reconcile of one job: snapshot, observe, [`plan`](super::plan), apply, write status,
+//! record Events, requeue. All semantics are in `plan`; this is the thin I/O around it.
+//!
+//! Entry points: [`reconcile`] and [`error_policy`], handed to kube-runtime's `Controller`
+//! by [`runner`](super::runner).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+use serde_json::{json, Value};
+
+use super::apply::{apply, ApplyError, FIELD_MANAGER};
+use super::metrics::ControllerMetrics;
+use super::observe::observe;
+use super::status::{ConditionType, JobStatus};
+use super::{plan, Config, Event, EventType, JobSnapshot, Timestamp};
+
+/// A job that plans no deadline is looked at again after this long anyway: a safety net for
+/// a missed watch event (the watch itself re-lists on expiry).
+const RESYNC: Duration = Duration::from_secs(10 * 60);
+/// First retry of a failed reconcile; kube-runtime backs off further on repeated failures.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// What every reconcile of one kind shares.
+pub struct Context {
+    pub client: kube::Client,
+    pub config: Config,
+    /// The kind's API resource (kubeflow.org/v1, plural).
+    pub resource: ApiResource,
+    pub kind: &'static str,
+    pub pods: Store<Pod>,
+    pub services: Store<Service>,
+    pub recorder: Recorder,
+    pub metrics: Arc<ControllerMetrics>,
+}
+
+/// Why a reconcile failed; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("reading what the job owns: {0}")]
+    Observe(#[source] kube::Error),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("writing status: {0}")]
+    Status(#[source] kube::Error),
+}
+
+impl ReconcileError {
+    /// A fixed label per variant for the error metric (never the payload).
+    pub fn stage(&self) -> &'static str {
+        match self {
+            ReconcileError::Observe(_) => "observe",
+            ReconcileError::Apply(_) => "apply",
+            ReconcileError::Status(_) => "status",
+        }
+    }
+}
+
+pub async fn reconcile(
+    job: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+) -> Result<Requeue, ReconcileError> {
+    let _in_flight = ctx.metrics.in_flight();
+    let started = Instant::now();
+    let result = reconcile_job(&job, &ctx).await;
+    ctx.metrics
+        .reconciled(ctx.kind, started.elapsed().as_secs_f64());
+    if let Err(e) = &result {
+        ctx.metrics.error(ctx.kind, e.stage());
+    }
+    result
+}
+
+pub fn error_policy(job: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+    tracing::warn!(
+        kind = ctx.kind,
+        namespace = job.namespace().unwrap_or_default(),
+        job = job.name_any(),
+        error = %crate::error_chain(error),
+        "reconcile failed; retrying"
+    );
+    Requeue::requeue(RETRY)
+}
+
+async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, ReconcileError> {
+    let object = match serde_json::to_value(job) {
+        Ok(object) => object,
+        Err(e) => return Ok(skip_malformed(job, ctx, &e.to_string()).await),
+    };
+    let snapshot = match JobSnapshot::from_value(&object) {
+        Ok(snapshot) => snapshot,
+        Err(e) => return Ok(skip_malformed(job, ctx, &e.to_string()).await),
+    };
+    let observed = observe(
+        &ctx.client,
+        &ctx.config,
+        &ctx.pods,
+        &ctx.services,
+        &snapshot,
+    )
+    .await
+    .map_err(ReconcileError::Observe)?;
+    let plan = plan(&snapshot, &observed, Timestamp::now(), &ctx.config);
+    apply(&ctx.client, &ctx.resource, &snapshot, &plan.actions).await?;
+    if let Some(status) = &plan.status {
+        write_status(ctx, &snapshot, &object, status).await?;
+        count_transitions(ctx, &snapshot.status, status);
+    }
+    publish(ctx, job, &plan.events).await;
+    Ok(match plan.requeue_after {
+        Some(after) => Requeue::requeue(after.min(RESYNC)),
+        None => Requeue::requeue(RESYNC),
+    })
+}
+
+/// A job that cannot even be read as its kind: said in an Event, then left alone until it
+/// changes. Never a crash of the loop, never a half-created gang.
+async fn skip_malformed(job: &DynamicObject, ctx: &Context, why: &str) -> Requeue {
+    ctx.metrics.error(ctx.kind, "snapshot");
+    tracing::warn!(
+        kind = ctx.kind,
+        namespace = job.namespace().unwrap_or_default(),
+        job = job.name_any(),
+        error = why,
+        "malformed job skipped"
+    );
+    let event = Event::warning(
+        format!("{}InvalidSpec", ctx.kind),
+        format!("gangplank cannot read this job: {why}"),
+    );
+    publish(ctx, job, &[event]).await;
+    Requeue::await_change()
+}
+
+/// Writes `status` through the status subresource, only when it differs from the stored one.
+async fn write_status(
+    ctx: &Context,
+    job: &JobSnapshot,
+    object: &Value,
+    status: &JobStatus,
+) -> Result<(), ReconcileError> {
+    let desired = serde_json::to_value(status)
+        .map_err(|e| ReconcileError::Status(kube::Error::SerdeError(e)))?;
+    if object.get("status") == Some(&desired) {
+        return Ok(());
+    }
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &job.namespace, &ctx.resource);
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    // A merge patch of the whole status: conditions and replicaStatuses are replaced as
+    // wholes, which is what the planner computed.
+    let patch = json!({ "status": desired });
+    api.patch_status(&job.name, &params, &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(ReconcileError::Status)
+}
+
+/// Counts conditions that became True in this reconcile.
+fn count_transitions(ctx: &Context, before: &JobStatus, after: &JobStatus) {
+    let types = [
+        (ConditionType::Created, "created"),
+        (ConditionType::Running, "running"),
+        (ConditionType::Restarting, "restarting"),
+        (ConditionType::Succeeded, "succeeded"),
+        (ConditionType::Failed, "failed"),
+        (ConditionType::Suspended, "suspended"),
+    ];
+    for (t, label) in types {
+        if after.is(t.clone()) && !before.is(t) {
+            ctx.metrics.transition(ctx.kind, label);
+        }
+    }
+    let stuck = |s: &JobStatus| {
+        s.conditions
+            .iter()
+            .any(|c| c.reason.ends_with("StartDeadlineExceeded"))
+    };
+    if stuck(after) && !stuck(before) {
+        ctx.metrics.watchdog_fired(ctx.kind);
+    }
+}
+
+async fn publish(ctx: &Context, job: &DynamicObject, events: &[Event]) {
+    let reference = job.object_ref(&ctx.resource);
+    for event in events {
+        let kube_event = KubeEvent {
+            type_: match event.type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            },
+            reason: event.reason.clone(),
+            note: Some(event.message.clone()),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        // An Event that cannot be written is not worth failing the reconcile for.
+        if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
+            tracing::debug!(error = %e, reason = %event.reason, "event not recorded");
+        }
+    }
+}

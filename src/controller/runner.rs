@@ -1,0 +1,128 @@
+//! The controller process: one kube-runtime `Controller` per kind, each watching its jobs
+//! and, through owner references, the pods and Services it made.
+//!
+//! Entry point: [`run`]. Pods and Services are watched once per kind with the kind's
+//! `training.kubeflow.org/operator-name` label, into caches the reconciles read from; a pod
+//! change triggers its owner's reconcile.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::controller::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+
+use super::metrics::ControllerMetrics;
+use super::naming::OPERATOR_NAME;
+use super::reconcile::{error_policy, reconcile, Context};
+use super::Config;
+use crate::job::KindSpec;
+
+/// Reconciles at once per kind; each is a handful of API calls.
+const CONCURRENCY: u16 = 16;
+
+/// Runs the controllers of `kinds` until `shutdown` resolves (then they finish what they
+/// are doing and return).
+pub async fn run(
+    client: kube::Client,
+    kinds: Vec<&'static KindSpec>,
+    config: Config,
+    metrics: Arc<ControllerMetrics>,
+    reporter: Reporter,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let loops = kinds.into_iter().map(|kind| {
+        let context = KindContext {
+            client: client.clone(),
+            config: config.clone(),
+            metrics: metrics.clone(),
+            reporter: reporter.clone(),
+        };
+        run_kind(context, kind, shutdown.clone())
+    });
+    futures::future::join_all(loops).await;
+}
+
+struct KindContext {
+    client: kube::Client,
+    config: Config,
+    metrics: Arc<ControllerMetrics>,
+    reporter: Reporter,
+}
+
+/// The API resource of a training kind (kubeflow.org/v1; plurals are `<kind>s`).
+pub fn resource(kind: &KindSpec) -> ApiResource {
+    ApiResource {
+        group: kind.group.to_string(),
+        version: kind.version.to_string(),
+        api_version: kind.api_version(),
+        kind: kind.kind.to_string(),
+        plural: format!("{}s", kind.kind.to_lowercase()),
+    }
+}
+
+async fn run_kind(
+    ctx: KindContext,
+    kind: &'static KindSpec,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let resource = resource(kind);
+    let jobs: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+    let selector = format!("{OPERATOR_NAME}={}", kind.operator_name);
+    let children = watcher::Config::default().labels(&selector);
+    let (pods, pod_events) = cached::<Pod>(&ctx.client, children.clone());
+    let (services, service_events) = cached::<Service>(&ctx.client, children);
+    let context = Arc::new(Context {
+        client: ctx.client.clone(),
+        config: ctx.config,
+        resource: resource.clone(),
+        kind: kind.kind,
+        pods,
+        services,
+        recorder: Recorder::new(ctx.client, ctx.reporter),
+        metrics: ctx.metrics,
+    });
+    tracing::info!(kind = kind.kind, "controller started");
+    Controller::new_with(jobs, watcher::Config::default(), resource)
+        .owns_stream(pod_events)
+        .owns_stream(service_events)
+        .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+    tracing::info!(kind = kind.kind, "controller stopped");
+}
+
+/// A watch of `K` with `config` feeding a cache; the cache, and the stream of changed
+/// objects that triggers owners' reconciles.
+fn cached<K>(
+    client: &kube::Client,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .touched_objects();
+    (store, stream)
+}

@@ -1,0 +1,386 @@
+//! The lifecycle controller against a real kube-apiserver: `gangplank controller` runs as a
+//! process; pod phases and container exits are written through the status subresource, as
+//! envtest users do, since no kubelet (and no scheduler) runs here.
+
+mod support;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use serde_json::{json, Value};
+use support::controller::{pods_of, set_exited, set_running, wait_pods, Controller};
+use support::{jobs, ControlPlane, Crds};
+
+e2e_suite!(
+    "e2e_controller",
+    [
+        a_job_gets_its_pods_services_and_rendezvous_env,
+        the_master_succeeding_succeeds_the_job_and_cleans_running_pods,
+        a_worker_killed_with_137_is_recreated_and_counted,
+        exit_code_1_under_the_exit_code_policy_fails_the_job,
+        the_active_deadline_fails_the_job_with_no_other_event,
+        suspend_deletes_the_pods_and_resume_recreates_them,
+        pods_pending_past_the_start_deadline_get_the_watchdogs_condition,
+        a_job_the_webhooks_would_refuse_fails_without_a_half_created_gang,
+    ]
+);
+
+static CONTROLLER: OnceLock<Controller> = OnceLock::new();
+
+/// The shared control plane with one controller (no gang scheduler, no leader election).
+fn control_plane() -> &'static ControlPlane {
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
+    CONTROLLER.get_or_init(|| {
+        let args = [
+            "--leader-elect=false",
+            "--gang-scheduler=",
+            "--start-deadline=0s",
+        ];
+        Controller::start(control_plane, "controller", &args)
+    });
+    control_plane
+}
+
+/// The controller's log lines about `namespace` (for failure messages).
+fn controller_log(namespace: &str) -> String {
+    let log = CONTROLLER.get().map(Controller::log).unwrap_or_default();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(namespace) || l.contains("ERROR") || l.contains("WARN"))
+        .collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+struct Test {
+    client: kube::Client,
+    ns: String,
+}
+
+async fn setup(name: &str) -> Test {
+    let control_plane = control_plane();
+    Test {
+        client: control_plane.client().await,
+        ns: control_plane.namespace(name).await,
+    }
+}
+
+/// A PyTorchJob: 1 Master + `workers` Workers, restartPolicy ExitCode, cleanPodPolicy Running.
+fn job(name: &str, workers: u32) -> Value {
+    let mut job = jobs::pytorch_job(name, 1);
+    for replica in ["Master", "Worker"] {
+        job["spec"]["pytorchReplicaSpecs"][replica]["restartPolicy"] = "ExitCode".into();
+    }
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = workers.into();
+    job["spec"]["runPolicy"] = json!({"cleanPodPolicy": "Running", "backoffLimit": 3});
+    job
+}
+
+impl Test {
+    async fn create(&self, job: &Value) {
+        jobs::create(&self.client, &self.ns, job, false)
+            .await
+            .expect("job created");
+    }
+
+    async fn get(&self, name: &str) -> Value {
+        let job = jobs::pytorch_api(&self.client, &self.ns).get(name).await;
+        serde_json::to_value(job.expect("job")).expect("JSON")
+    }
+
+    async fn patch(&self, name: &str, patch: Value) {
+        let api = jobs::pytorch_api(&self.client, &self.ns);
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patched");
+    }
+
+    /// Waits until the job has condition `type_` True; the condition. On timeout, panics
+    /// with the job's status and the controller's log about this namespace.
+    async fn wait_condition(&self, name: &str, type_: &str, limit: Duration) -> Value {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let job = self.get(name).await;
+            let conditions = job["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let found = conditions
+                .iter()
+                .find(|c| c["type"] == type_ && c["status"] == "True");
+            if let Some(condition) = found {
+                return condition.clone();
+            }
+            if std::time::Instant::now() >= deadline {
+                panic!(
+                    "{name}: no {type_} condition after {limit:?}; status:\n{:#}\ncontroller log:\n{}",
+                    job["status"],
+                    controller_log(&self.ns)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until an Event with `reason` was recorded in the namespace; its note.
+    async fn wait_event(&self, reason: &str) -> String {
+        let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+            kube::Api::namespaced(self.client.clone(), &self.ns);
+        support::wait_for(
+            &format!("event {reason}"),
+            Duration::from_secs(20),
+            || async {
+                let events = api
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let reasons: Vec<String> = events
+                    .items
+                    .iter()
+                    .filter_map(|e| e.reason.clone())
+                    .collect();
+                events
+                    .items
+                    .iter()
+                    .find(|e| e.reason.as_deref() == Some(reason))
+                    .map(|e| e.note.clone().unwrap_or_default())
+                    .ok_or_else(|| format!("events: {reasons:?}"))
+            },
+        )
+        .await
+    }
+
+    async fn all_running(&self, name: &str, pods: &[String]) {
+        for pod in pods {
+            set_running(&self.client, &self.ns, pod, "pytorch").await;
+        }
+        self.wait_condition(name, "Running", Duration::from_secs(20))
+            .await;
+    }
+}
+
+fn env_of(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<(String, String)> {
+    let containers = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.clone())
+        .unwrap_or_default();
+    let pytorch = containers
+        .iter()
+        .find(|c| c.name == "pytorch")
+        .expect("pytorch container");
+    pytorch
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect()
+}
+
+async fn a_job_gets_its_pods_services_and_rendezvous_env() {
+    let t = setup("objects").await;
+    t.create(&job("bert", 2)).await;
+    let names = wait_pods(&t.client, &t.ns, "bert", 3).await;
+    assert_eq!(names, ["bert-master-0", "bert-worker-0", "bert-worker-1"]);
+    let job = t.get("bert").await;
+    let uid = job["metadata"]["uid"].as_str().expect("uid").to_string();
+    let pods = pods_of(&t.client, &t.ns, "bert").await;
+    let worker = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("bert-worker-1"))
+        .expect("worker-1");
+    let env = env_of(worker);
+    for (name, value) in [
+        ("MASTER_ADDR", "bert-master-0"),
+        ("MASTER_PORT", "23456"),
+        ("WORLD_SIZE", "3"),
+        ("RANK", "2"),
+        ("PET_NNODES", "3"),
+        ("PET_NODE_RANK", "2"),
+    ] {
+        assert!(
+            env.contains(&(name.to_string(), value.to_string())),
+            "{name}={value} not in {env:?}"
+        );
+    }
+    let labels = worker.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("training.kubeflow.org/replica-type")
+            .map(String::as_str),
+        Some("worker")
+    );
+    assert_eq!(
+        labels
+            .get("training.kubeflow.org/replica-index")
+            .map(String::as_str),
+        Some("1")
+    );
+    let owner = &worker.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (uid.as_str(), Some(true))
+    );
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(t.client.clone(), &t.ns);
+    support::wait_for("3 headless services", Duration::from_secs(20), || async {
+        let list = services
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let headless: Vec<_> = list
+            .items
+            .iter()
+            .filter(|s| s.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None"))
+            .filter_map(|s| s.metadata.name.clone())
+            .collect();
+        (headless.len() == 3)
+            .then_some(())
+            .ok_or_else(|| format!("{headless:?}"))
+    })
+    .await;
+    t.wait_condition("bert", "Created", Duration::from_secs(10))
+        .await;
+}
+
+async fn the_master_succeeding_succeeds_the_job_and_cleans_running_pods() {
+    let t = setup("success").await;
+    t.create(&job("bert", 2)).await;
+    let pods = wait_pods(&t.client, &t.ns, "bert", 3).await;
+    t.all_running("bert", &pods).await;
+    set_exited(&t.client, &t.ns, "bert-master-0", "pytorch", 0).await;
+    t.wait_condition("bert", "Succeeded", Duration::from_secs(20))
+        .await;
+    // cleanPodPolicy Running: the still-running workers go, the finished master stays.
+    let left = wait_pods(&t.client, &t.ns, "bert", 1).await;
+    assert_eq!(left, ["bert-master-0"]);
+    let job = t.get("bert").await;
+    assert!(
+        job["status"]["completionTime"].is_string(),
+        "{:#}",
+        job["status"]
+    );
+}
+
+async fn a_worker_killed_with_137_is_recreated_and_counted() {
+    let t = setup("restart").await;
+    t.create(&job("bert", 2)).await;
+    let pods = wait_pods(&t.client, &t.ns, "bert", 3).await;
+    t.all_running("bert", &pods).await;
+    let before = pods_of(&t.client, &t.ns, "bert").await;
+    let old_uid = before[1].metadata.uid.clone();
+    set_exited(&t.client, &t.ns, "bert-worker-0", "pytorch", 137).await;
+    // Restarting lasts one status write: once the new pod exists, Running replaces it, as
+    // upstream's condition rules have it. The Event stays.
+    t.wait_event("PyTorchJobRestarting").await;
+    t.wait_event("ExitedWithCode").await;
+    support::wait_for(
+        "bert-worker-0 recreated",
+        Duration::from_secs(20),
+        || async {
+            let pods = pods_of(&t.client, &t.ns, "bert").await;
+            let worker = pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some("bert-worker-0"));
+            match worker {
+                Some(p) if p.metadata.uid != old_uid => Ok(()),
+                other => Err(format!("{:?}", other.map(|p| &p.metadata.uid))),
+            }
+        },
+    )
+    .await;
+    let job = t.get("bert").await;
+    let restarts = &job["metadata"]["annotations"]["gangplank.dev/restarts"];
+    assert_eq!(
+        restarts, "1",
+        "a recreation counts against backoffLimit: {:#}",
+        job["metadata"]
+    );
+}
+
+async fn exit_code_1_under_the_exit_code_policy_fails_the_job() {
+    let t = setup("exit-1").await;
+    t.create(&job("bert", 1)).await;
+    let pods = wait_pods(&t.client, &t.ns, "bert", 2).await;
+    t.all_running("bert", &pods).await;
+    set_exited(&t.client, &t.ns, "bert-worker-0", "pytorch", 1).await;
+    let failed = t
+        .wait_condition("bert", "Failed", Duration::from_secs(20))
+        .await;
+    assert_eq!(failed["reason"], "PyTorchJobFailed", "{failed}");
+}
+
+async fn the_active_deadline_fails_the_job_with_no_other_event() {
+    let t = setup("deadline").await;
+    let mut job = job("bert", 1);
+    job["spec"]["runPolicy"]["activeDeadlineSeconds"] = 4.into();
+    t.create(&job).await;
+    let pods = wait_pods(&t.client, &t.ns, "bert", 2).await;
+    t.all_running("bert", &pods).await;
+    // Nothing touches the job or its pods from here on: only the controller's own timer can
+    // fail it (upstream #3358).
+    let failed = t
+        .wait_condition("bert", "Failed", Duration::from_secs(30))
+        .await;
+    assert_eq!(failed["reason"], "PyTorchJobFailed", "{failed}");
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("active longer than specified deadline"),
+        "{failed}"
+    );
+}
+
+async fn suspend_deletes_the_pods_and_resume_recreates_them() {
+    let t = setup("suspend").await;
+    t.create(&job("bert", 2)).await;
+    wait_pods(&t.client, &t.ns, "bert", 3).await;
+    t.patch("bert", json!({"spec": {"runPolicy": {"suspend": true}}}))
+        .await;
+    t.wait_condition("bert", "Suspended", Duration::from_secs(20))
+        .await;
+    wait_pods(&t.client, &t.ns, "bert", 0).await;
+    t.patch("bert", json!({"spec": {"runPolicy": {"suspend": false}}}))
+        .await;
+    let names = wait_pods(&t.client, &t.ns, "bert", 3).await;
+    assert_eq!(names, ["bert-master-0", "bert-worker-0", "bert-worker-1"]);
+}
+
+async fn pods_pending_past_the_start_deadline_get_the_watchdogs_condition() {
+    let t = setup("watchdog").await;
+    let mut job = job("bert", 2);
+    job["spec"]["runPolicy"]["schedulingPolicy"] = json!({"scheduleTimeoutSeconds": 3});
+    t.create(&job).await;
+    wait_pods(&t.client, &t.ns, "bert", 3).await;
+    // No scheduler runs here: the pods stay Pending, as a gang that cannot be placed does.
+    let failed = t
+        .wait_condition("bert", "Failed", Duration::from_secs(30))
+        .await;
+    let reason = failed["reason"].as_str().unwrap_or_default();
+    assert_eq!(reason, "PyTorchJobStartDeadlineExceeded", "{failed}");
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Pending"),
+        "the message says what is stuck: {message}"
+    );
+}
+
+async fn a_job_the_webhooks_would_refuse_fails_without_a_half_created_gang() {
+    let t = setup("invalid").await;
+    // Two Masters: no webhook runs in this suite, as if it had been down.
+    let mut job = job("bert", 2);
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2.into();
+    t.create(&job).await;
+    let failed = t
+        .wait_condition("bert", "Failed", Duration::from_secs(20))
+        .await;
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Master"),
+        "the condition names the problem: {failed}"
+    );
+    assert!(
+        pods_of(&t.client, &t.ns, "bert").await.is_empty(),
+        "no pod was created"
+    );
+}

@@ -1,0 +1,121 @@
+//! `gangplank controller` as a process against a test control plane, and the kubelet's part
+//! that no kubelet plays here: pod phases and container states written through the status
+//! subresource, as envtest users do.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use super::process::Process;
+use super::ControlPlane;
+
+/// A running `gangplank controller`.
+pub struct Controller {
+    pub process: Process,
+}
+
+impl Controller {
+    /// Starts `gangplank controller <args>` with the control plane's kubeconfig.
+    pub fn start(control_plane: &ControlPlane, name: &str, args: &[&str]) -> Controller {
+        let mut all = vec!["controller".to_string(), "--log-format=json".to_string()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        let kubeconfig = control_plane.kubeconfig.display().to_string();
+        let env = [
+            ("KUBECONFIG", kubeconfig.as_str()),
+            ("RUST_LOG", "info,kube=warn"),
+        ];
+        let dir = control_plane.dir.path();
+        let process = Process::spawn_with_env(name, super::gangplank(), &all, &env, dir);
+        Controller { process }
+    }
+
+    pub fn log(&self) -> String {
+        self.process.log_text()
+    }
+}
+
+/// The pods of job `name` in `namespace`, sorted by name.
+pub async fn pods_of(client: &kube::Client, namespace: &str, job: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let params = ListParams::default().labels(&format!("training.kubeflow.org/job-name={job}"));
+    let mut pods = api.list(&params).await.map(|l| l.items).unwrap_or_default();
+    pods.retain(|p| p.metadata.deletion_timestamp.is_none());
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    pods
+}
+
+/// Waits until job `name` has `count` live pods; their names.
+pub async fn wait_pods(
+    client: &kube::Client,
+    namespace: &str,
+    job: &str,
+    count: usize,
+) -> Vec<String> {
+    let what = format!("{count} pods of {job}");
+    super::wait_for(&what, Duration::from_secs(30), || async {
+        let pods = pods_of(client, namespace, job).await;
+        let names: Vec<String> = pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        (names.len() == count)
+            .then_some(names.clone())
+            .ok_or_else(|| format!("{names:?}"))
+    })
+    .await
+}
+
+/// The kubelet's report that every container of `pod` runs.
+pub async fn set_running(client: &kube::Client, namespace: &str, pod: &str, container: &str) {
+    let state = json!({"running": {"startedAt": now()}});
+    set_pod_status(client, namespace, pod, "Running", container, state).await;
+}
+
+/// The kubelet's report that `container` of `pod` exited with `code` (phase Succeeded for 0,
+/// else Failed).
+pub async fn set_exited(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+    code: i32,
+) {
+    let phase = if code == 0 { "Succeeded" } else { "Failed" };
+    let reason = if code == 0 { "Completed" } else { "Error" };
+    let state = json!({"terminated": {
+        "exitCode": code, "reason": reason, "startedAt": now(), "finishedAt": now(),
+    }});
+    set_pod_status(client, namespace, pod, phase, container, state).await;
+}
+
+async fn set_pod_status(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    phase: &str,
+    container: &str,
+    state: Value,
+) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let ready = phase == "Running";
+    let status = json!({"status": {
+        "phase": phase,
+        "startTime": now(),
+        "containerStatuses": [{
+            "name": container, "image": "test", "imageID": "", "ready": ready,
+            "restartCount": 0, "state": state,
+        }],
+    }});
+    api.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap_or_else(|e| panic!("set {pod} {phase}: {e}"));
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
