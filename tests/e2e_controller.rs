@@ -1,6 +1,8 @@
 //! The lifecycle controller against a real kube-apiserver: `gangplank controller` runs as a
 //! process; pod phases and container exits are written through the status subresource, as
-//! envtest users do, since no kubelet (and no scheduler) runs here.
+//! envtest users do, since no kubelet (and no scheduler) runs here. The jobs' CRDs are
+//! gangplank's own (crds/), so these also show the apiserver takes them and their status
+//! subresource.
 
 mod support;
 
@@ -28,9 +30,10 @@ e2e_suite!(
 
 static CONTROLLER: OnceLock<Controller> = OnceLock::new();
 
-/// The shared control plane with one controller (no gang scheduler, no leader election).
+/// The shared control plane with gangplank's own CRDs (crds/) and one controller (no gang
+/// scheduler, no leader election).
 fn control_plane() -> &'static ControlPlane {
-    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::Gangplank);
     CONTROLLER.get_or_init(|| {
         let args = [
             "--leader-elect=false",

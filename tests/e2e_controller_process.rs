@@ -1,6 +1,7 @@
 //! The controller process under what happens to processes: killed mid-reconcile and
 //! restarted (no duplicate pods, no pod made twice), and run as two replicas (one leads; the
-//! other takes over when the leader dies). Against a real kube-apiserver.
+//! other takes over when the leader dies), and with deploy/'s RBAC alone. Against a real
+//! kube-apiserver.
 
 mod support;
 
@@ -15,6 +16,7 @@ e2e_suite!(
     [
         a_controller_killed_mid_reconcile_and_restarted_creates_no_duplicates,
         of_two_replicas_one_leads_and_the_other_takes_over_when_it_dies,
+        the_controller_runs_with_deploys_rbac_alone,
     ]
 );
 
@@ -134,4 +136,138 @@ async fn of_two_replicas_one_leads_and_the_other_takes_over_when_it_dies() {
         .await
         .expect("created");
     wait_pods(&client, &ns, "second", 3).await;
+}
+
+/// deploy/controller/'s ServiceAccount and RBAC, applied to the control plane; a kubeconfig
+/// holding a token of that ServiceAccount and nothing else.
+async fn deploys_identity(control_plane: &ControlPlane) -> std::path::PathBuf {
+    let client = control_plane.client().await;
+    control_plane.ensure_namespace("gangplank-system").await;
+    let dir = support::repo().join("deploy/controller");
+    for file in ["serviceaccount.yaml", "rbac.yaml"] {
+        let text = std::fs::read_to_string(dir.join(file)).expect("manifest");
+        let objects: Vec<Value> = yaml_serde::Deserializer::from_str(&text)
+            .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
+            .collect();
+        for object in objects {
+            apply(&client, &object).await;
+        }
+    }
+    let output = std::process::Command::new(control_plane.assets.kubectl())
+        .arg("--kubeconfig")
+        .arg(&control_plane.kubeconfig)
+        .args([
+            "create",
+            "token",
+            "gangplank-controller",
+            "-n",
+            "gangplank-system",
+        ])
+        .output()
+        .expect("kubectl create token");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let token = String::from_utf8(output.stdout)
+        .expect("token")
+        .trim()
+        .to_string();
+    let admin = std::fs::read_to_string(&control_plane.kubeconfig).expect("kubeconfig");
+    let start = admin.find("token: ").expect("admin token line");
+    let end = admin[start..].find('\n').map_or(admin.len(), |i| start + i);
+    let limited = format!("{}token: {token}{}", &admin[..start], &admin[end..]);
+    let path = control_plane.file("controller-kubeconfig");
+    std::fs::write(&path, limited).expect("write kubeconfig");
+    path
+}
+
+/// Server-side apply of one manifest (plural: the kind lowercased + "s", true of these).
+async fn apply(client: &kube::Client, object: &Value) {
+    let text = |k: &str| object[k].as_str().expect("apiVersion and kind").to_string();
+    let resource = jobs::resource(&text("apiVersion"), &text("kind"));
+    let name = object["metadata"]["name"].as_str().expect("name");
+    let api: kube::Api<kube::api::DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
+        None => kube::Api::all_with(client.clone(), &resource),
+    };
+    let params = kube::api::PatchParams::apply("gangplank-tests").force();
+    api.patch(name, &params, &kube::api::Patch::Apply(object))
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+}
+
+/// Least privilege that works: the controller with nothing but deploy/controller/'s RBAC
+/// runs a gang-scheduled job (Lease, PodGroup, pods, Services, status, Events).
+async fn the_controller_runs_with_deploys_rbac_alone() {
+    let control_plane = control_plane();
+    let kubeconfig = deploys_identity(control_plane).await;
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("rbac").await;
+    let args = [
+        "--kinds=XGBoostJob",
+        "--leader-elect=true",
+        "--lease-namespace=gangplank-system",
+        "--gang-scheduler=volcano",
+    ];
+    let controller = Controller::start_as(control_plane, &kubeconfig, "controller-rbac", &args);
+    let job = json!({
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "XGBoostJob",
+        "metadata": {"name": "iris"},
+        "spec": {"xgbReplicaSpecs": {
+            "Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [{"name": "xgboost", "image": jobs::IMAGE}]}}},
+            "Worker": {"replicas": 2, "restartPolicy": "Never", "template": {"spec": {"containers": [{"name": "xgboost", "image": jobs::IMAGE}]}}},
+        }},
+    });
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .expect("created");
+    // Volcano would admit the PodGroup; here the test does, as envtest users do.
+    let groups: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &jobs::resource("scheduling.volcano.sh/v1beta1", "PodGroup"),
+    );
+    let name = support::wait_for("the PodGroup", Duration::from_secs(30), || async {
+        let list = groups
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|g| g.metadata.name.clone())
+            .collect();
+        match names.as_slice() {
+            [one] => Ok(one.clone()),
+            _ => Err(format!("{names:?}\n{}", controller.log())),
+        }
+    })
+    .await;
+    let group = serde_json::to_value(groups.get(&name).await.expect("PodGroup")).expect("JSON");
+    assert_eq!(group["spec"]["minMember"], 3, "{group:#}");
+    let admitted = json!({"status": {"phase": "Running"}});
+    let params = kube::api::PatchParams::default();
+    groups
+        .patch(&name, &params, &kube::api::Patch::Merge(&admitted))
+        .await
+        .expect("admit");
+    wait_pods(&client, &ns, "iris", 3).await;
+    let api = jobs::api_for(&client, &ns, &job);
+    support::wait_for("status written", Duration::from_secs(20), || async {
+        let stored =
+            serde_json::to_value(api.get("iris").await.map_err(|e| e.to_string())?).expect("JSON");
+        let created = stored["status"]["conditions"][0]["type"] == "Created";
+        created
+            .then_some(())
+            .ok_or_else(|| format!("{:#}\n{}", stored["status"], controller.log()))
+    })
+    .await;
+    let log = controller.log();
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden"),
+        "{log}"
+    );
 }

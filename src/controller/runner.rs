@@ -17,6 +17,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 
 use super::metrics::ControllerMetrics;
 use super::naming::OPERATOR_NAME;
+use super::observe::pod_group_resource;
+use super::podgroup;
 use super::reconcile::{error_policy, reconcile, Context};
 use super::Config;
 use crate::job::KindSpec;
@@ -86,9 +88,21 @@ async fn run_kind(
         metrics: ctx.metrics,
     });
     tracing::info!(kind = kind.kind, "controller started");
-    Controller::new_with(jobs, watcher::Config::default(), resource)
+    let mut controller = Controller::new_with(jobs, watcher::Config::default(), resource)
         .owns_stream(pod_events)
-        .owns_stream(service_events)
+        .owns_stream(service_events);
+    // A PodGroup the scheduler admits (Volcano: phase leaves Pending) is what lets the pods
+    // be created: watch them, as upstream does, rather than wait for a resync.
+    if let Some(gang) = &context.config.gang {
+        let groups = pod_group_resource(podgroup::api_version(gang));
+        let api: Api<DynamicObject> = Api::all_with(context.client.clone(), &groups);
+        // PodGroups carry no operator label (upstream sets none): the owner reference sorts them.
+        let stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .touched_objects();
+        controller = controller.owns_stream_with(stream, groups);
+    }
+    controller
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)

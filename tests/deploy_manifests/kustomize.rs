@@ -127,6 +127,27 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
             "{kind}"
         );
     }
+    // The controller variant, as deploy/controller/kustomization.yaml tells users to build it.
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}]\n",
+            deploy.display(),
+            deploy.join("controller").display()
+        ),
+    )
+    .expect("write overlay");
+    let with_controller = kustomize(overlay.path()).expect("kubectl is installed");
+    let controller = find(&with_controller, "Deployment", "gangplank-controller");
+    assert_eq!(controller["metadata"]["namespace"], NAMESPACE);
+    let image = &controller["spec"]["template"]["spec"]["containers"][0]["image"];
+    assert_eq!(image, &format!("gangplank:{}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        with_controller.len(),
+        plain.len() + 6,
+        "{with_controller:#?}"
+    );
+
     let certificate = find(&with_cert_manager, "Certificate", "gangplank-webhook");
     assert_eq!(certificate["metadata"]["namespace"], NAMESPACE);
     assert_eq!(

@@ -11,9 +11,10 @@
 //!
 //! One binary, split by topic: `files` (what kustomize applies), `webhooks` (the admission
 //! configurations), `workload` (Deployment, PDB, Service, ServiceAccount), `cert_manager`
-//! (the component), `policies` (the ConfigMaps and their file lists) and `kustomize` (the builds).
+//! and `controller` (the components), `policies` (the ConfigMaps and their file lists) and `kustomize` (the builds).
 
 mod cert_manager;
+mod controller;
 mod files;
 mod kustomize;
 mod policies;

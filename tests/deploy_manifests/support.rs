@@ -94,17 +94,32 @@ impl Manifests {
             .collect()
     }
 
-    /// The one object of `kind` in deploy/'s base (not the cert-manager component).
+    /// The one object of `kind` in deploy/'s base (not in a component: cert-manager/,
+    /// controller/).
     pub fn one(&self, kind: &str) -> &Value {
-        let component = deploy_dir().join("cert-manager");
-        let found: Vec<&Value> = self
-            .objects
-            .iter()
-            .filter(|(p, o)| o["kind"] == kind && !p.starts_with(&component))
-            .map(|(_, o)| o)
-            .collect();
+        let found = self.in_base(kind);
         assert_eq!(found.len(), 1, "expected exactly one {kind} in deploy/");
         found[0]
+    }
+
+    /// Objects of `kind` in deploy/'s base: the files directly in deploy/.
+    pub fn in_base(&self, kind: &str) -> Vec<&Value> {
+        let base = deploy_dir();
+        self.objects
+            .iter()
+            .filter(|(p, o)| o["kind"] == kind && p.parent() == Some(base.as_path()))
+            .map(|(_, o)| o)
+            .collect()
+    }
+
+    /// Objects of `kind` in the component `deploy/<component>/`.
+    pub fn in_component(&self, component: &str, kind: &str) -> Vec<&Value> {
+        let dir = deploy_dir().join(component);
+        self.objects
+            .iter()
+            .filter(|(p, o)| o["kind"] == kind && p.starts_with(&dir))
+            .map(|(_, o)| o)
+            .collect()
     }
 
     pub fn deployment(&self) -> &Value {

@@ -37,25 +37,38 @@ pub enum Crds {
     TrainingV1,
     /// The same with the mpi-operator's v2beta1 MPIJob in place of the v1 one.
     MpiV2beta1,
+    /// gangplank's own CRDs (crds/, generated from src/crd/) for the five kinds its
+    /// controller runs, with the upstream v1 MPIJob and the PodGroup CRDs.
+    Gangplank,
 }
 
 impl Crds {
-    fn files(self) -> Vec<&'static str> {
-        let mpi = match self {
-            Crds::TrainingV1 => "kubeflow.org_mpijobs.yaml",
-            Crds::MpiV2beta1 => "kubeflow.org_mpijobs.v2beta1.yaml",
+    /// The CRD files, each with its directory.
+    fn files(self) -> Vec<std::path::PathBuf> {
+        let upstream = super::corpus().join("upstream-crds");
+        let ours = super::repo().join("crds");
+        let (dir, mpi) = match self {
+            Crds::TrainingV1 => (&upstream, "kubeflow.org_mpijobs.yaml"),
+            Crds::MpiV2beta1 => (&upstream, "kubeflow.org_mpijobs.v2beta1.yaml"),
+            Crds::Gangplank => (&ours, "kubeflow.org_mpijobs.yaml"),
         };
-        vec![
+        let jobs = [
             "kubeflow.org_pytorchjobs.yaml",
             "kubeflow.org_tfjobs.yaml",
-            mpi,
             "kubeflow.org_xgboostjobs.yaml",
             "kubeflow.org_paddlejobs.yaml",
             "kubeflow.org_jaxjobs.yaml",
+        ];
+        let mut files: Vec<_> = jobs.iter().map(|f| dir.join(f)).collect();
+        files.push(upstream.join(mpi));
+        for f in [
             "scheduling.volcano.sh_podgroups.yaml",
             "scheduling.volcano.sh_queues.yaml",
             "scheduling.x-k8s.io_podgroups.yaml",
-        ]
+        ] {
+            files.push(upstream.join(f));
+        }
+        files
     }
 }
 
@@ -79,9 +92,11 @@ impl ControlPlane {
     pub fn shared(assets: &Assets, crds: Crds) -> &'static ControlPlane {
         static TRAINING_V1: OnceLock<ControlPlane> = OnceLock::new();
         static MPI_V2BETA1: OnceLock<ControlPlane> = OnceLock::new();
+        static GANGPLANK: OnceLock<ControlPlane> = OnceLock::new();
         let cell = match crds {
             Crds::TrainingV1 => &TRAINING_V1,
             Crds::MpiV2beta1 => &MPI_V2BETA1,
+            Crds::Gangplank => &GANGPLANK,
         };
         cell.get_or_init(|| ControlPlane::start(assets, crds))
     }
@@ -257,9 +272,9 @@ impl ControlPlane {
         let client = self.client().await;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let dir = super::corpus().join("upstream-crds");
-        for file in self.crds.files() {
-            let crd = read_crd(&dir.join(file));
+        for path in self.crds.files() {
+            let file = path.display().to_string();
+            let crd = read_crd(&path);
             let name = crd.metadata.name.clone().expect("CRD name");
             crds.patch(&name, &params, &Patch::Apply(&crd))
                 .await

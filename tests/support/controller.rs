@@ -17,11 +17,21 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Starts `gangplank controller <args>` with the control plane's kubeconfig.
+    /// Starts `gangplank controller <args>` with the control plane's (admin) kubeconfig.
     pub fn start(control_plane: &ControlPlane, name: &str, args: &[&str]) -> Controller {
+        Controller::start_as(control_plane, &control_plane.kubeconfig, name, args)
+    }
+
+    /// As [`Controller::start`], with the credentials of `kubeconfig`.
+    pub fn start_as(
+        control_plane: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        name: &str,
+        args: &[&str],
+    ) -> Controller {
         let mut all = vec!["controller".to_string(), "--log-format=json".to_string()];
         all.extend(args.iter().map(|a| a.to_string()));
-        let kubeconfig = control_plane.kubeconfig.display().to_string();
+        let kubeconfig = kubeconfig.display().to_string();
         let env = [
             ("KUBECONFIG", kubeconfig.as_str()),
             ("RUST_LOG", "info,kube=warn"),

@@ -32,9 +32,11 @@ impl Webhooks {
     pub fn shared(control_plane: &'static ControlPlane) -> &'static Webhooks {
         static TRAINING_V1: OnceLock<Webhooks> = OnceLock::new();
         static MPI_V2BETA1: OnceLock<Webhooks> = OnceLock::new();
+        static GANGPLANK: OnceLock<Webhooks> = OnceLock::new();
         let cell = match control_plane.crds {
             Crds::TrainingV1 => &TRAINING_V1,
             Crds::MpiV2beta1 => &MPI_V2BETA1,
+            Crds::Gangplank => &GANGPLANK,
         };
         cell.get_or_init(|| {
             let policies = super::repo().join("policies");

@@ -1,0 +1,154 @@
+//! The controller component (deploy/controller/): least-privilege RBAC that names exactly
+//! what the controller does, a hardened Deployment that elects a leader, and a build of
+//! deploy/ with the component (end to end, `e2e_controller_process` runs the controller with
+//! this RBAC alone).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn one<'a>(manifests: &'a Manifests, kind: &str) -> &'a Value {
+    let found = manifests.in_component("controller", kind);
+    assert_eq!(
+        found.len(),
+        1,
+        "expected exactly one {kind} in deploy/controller/"
+    );
+    found[0]
+}
+
+/// (apiGroup, resource, verb) of every rule of `role`.
+fn grants(role: &Value) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    out.insert((group.to_string(), resource.to_string(), verb.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn expected(rows: &[(&str, &[&str], &[&str])]) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for (group, resources, verbs) in rows {
+        for resource in *resources {
+            for verb in *verbs {
+                out.insert((group.to_string(), resource.to_string(), verb.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn controller_rbac_grants_exactly_what_the_controller_does() {
+    let manifests = Manifests::get();
+    let jobs = [
+        "pytorchjobs",
+        "tfjobs",
+        "xgboostjobs",
+        "paddlejobs",
+        "jaxjobs",
+    ];
+    let statuses = jobs.map(|j| format!("{j}/status"));
+    let statuses: Vec<&str> = statuses.iter().map(String::as_str).collect();
+    let cluster = expected(&[
+        (
+            "kubeflow.org",
+            &jobs,
+            &["get", "list", "watch", "patch", "delete"],
+        ),
+        ("kubeflow.org", &statuses, &["get", "patch"]),
+        (
+            "",
+            &["pods", "services"],
+            &["get", "list", "watch", "create", "delete"],
+        ),
+        ("", &["events"], &["list"]),
+        ("", &["persistentvolumeclaims"], &["get"]),
+        ("events.k8s.io", &["events"], &["create", "patch"]),
+        (
+            "scheduling.volcano.sh",
+            &["podgroups"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        (
+            "scheduling.x-k8s.io",
+            &["podgroups"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+    ]);
+    assert_eq!(grants(one(manifests, "ClusterRole")), cluster);
+    let leases = expected(&[(
+        "coordination.k8s.io",
+        &["leases"],
+        &["get", "create", "update"],
+    )]);
+    let role = one(manifests, "Role");
+    assert_eq!(grants(role), leases);
+    assert_eq!(
+        role["metadata"]["namespace"], "gangplank-system",
+        "the Lease is namespaced"
+    );
+
+    let account = &one(manifests, "ServiceAccount")["metadata"];
+    for binding in [
+        one(manifests, "ClusterRoleBinding"),
+        one(manifests, "RoleBinding"),
+    ] {
+        let subjects = binding["subjects"].as_array().expect("subjects");
+        assert_eq!(subjects.len(), 1, "{binding}");
+        assert_eq!(subjects[0]["name"], account["name"]);
+        assert_eq!(subjects[0]["namespace"], account["namespace"]);
+    }
+}
+
+#[test]
+fn controller_deployment_elects_a_leader_and_is_hardened() {
+    let manifests = Manifests::get();
+    let deployment = one(manifests, "Deployment");
+    assert_eq!(
+        deployment["spec"]["replicas"], 2,
+        "a follower ready to take over"
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["serviceAccountName"],
+        one(manifests, "ServiceAccount")["metadata"]["name"]
+    );
+    let containers = pod["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1);
+    let container = &containers[0];
+    let args = strings(&container["args"]);
+    assert_eq!(args.first(), Some(&"controller"));
+    assert!(args.contains(&"--leader-elect=true"), "{args:?}");
+    let env = container["env"].as_array().expect("env");
+    let namespace = env
+        .iter()
+        .find(|e| e["name"] == "POD_NAMESPACE")
+        .expect("POD_NAMESPACE");
+    assert_eq!(
+        namespace["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    let security = &container["securityContext"];
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let probe = &container["livenessProbe"]["httpGet"];
+    assert_eq!(
+        (probe["path"].as_str(), probe["port"].as_str()),
+        (Some("/healthz"), Some("metrics"))
+    );
+}
