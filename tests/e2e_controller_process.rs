@@ -17,6 +17,7 @@ e2e_suite!(
         a_controller_killed_mid_reconcile_and_restarted_creates_no_duplicates,
         of_two_replicas_one_leads_and_the_other_takes_over_when_it_dies,
         the_controller_runs_with_deploys_rbac_alone,
+        serve_with_controller_answers_webhooks_and_runs_jobs,
     ]
 );
 
@@ -270,4 +271,67 @@ async fn the_controller_runs_with_deploys_rbac_alone() {
         !log.contains("forbidden") && !log.contains("Forbidden"),
         "{log}"
     );
+}
+
+/// Small clusters run one process: `gangplank serve --controller` answers webhooks and runs
+/// jobs.
+async fn serve_with_controller_answers_webhooks_and_runs_jobs() {
+    let control_plane = control_plane();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("serve-controller").await;
+    let [port] = support::control_plane::free_ports();
+    let args: Vec<String> = [
+        "serve",
+        &format!("--addr=127.0.0.1:{port}"),
+        &format!("--policies={}", support::repo().join("policies").display()),
+        &format!(
+            "--ephemeral-ca={}",
+            control_plane
+                .file(&format!("serve-{port}-ca.crt"))
+                .display()
+        ),
+        "--controller",
+        "--kinds=PaddleJob",
+        "--leader-elect=false",
+        "--gang-scheduler=",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let kubeconfig = control_plane.kubeconfig.display().to_string();
+    let env = [("KUBECONFIG", kubeconfig.as_str())];
+    let server = support::process::Process::spawn_with_env(
+        "serve-controller",
+        support::gangplank(),
+        &args,
+        &env,
+        control_plane.dir.path(),
+    );
+    let job = json!({
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PaddleJob",
+        "metadata": {"name": "ernie"},
+        "spec": {"paddleReplicaSpecs": {"Worker": {
+            "replicas": 2,
+            "restartPolicy": "OnFailure",
+            "template": {"spec": {"containers": [{"name": "paddle", "image": jobs::IMAGE}]}},
+        }}},
+    });
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .expect("created");
+    wait_pods(&client, &ns, "ernie", 2).await;
+    // The webhook half answers on the same process.
+    let ca = std::fs::read(control_plane.file(&format!("serve-{port}-ca.crt"))).expect("CA");
+    let http = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca).expect("PEM")])
+        .no_proxy()
+        .build()
+        .expect("client");
+    let ready = http
+        .get(format!("https://127.0.0.1:{port}/readyz"))
+        .send()
+        .await;
+    let status = ready.map(|r| r.status().as_u16()).unwrap_or_default();
+    assert_eq!(status, 200, "{}", server.log_text());
 }

@@ -65,6 +65,12 @@ pub struct ServeArgs {
     /// Async worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0, env = "GANGPLANK_WORKER_THREADS")]
     pub worker_threads: usize,
+    /// Also run the lifecycle controller in this process (small clusters; large ones run
+    /// `gangplank controller` as its own Deployment, deploy/controller/).
+    #[arg(long, env = "GANGPLANK_CONTROLLER")]
+    pub controller: bool,
+    #[command(flatten)]
+    pub controller_options: super::controller::ControllerOptions,
 }
 
 impl ServeArgs {
@@ -98,6 +104,8 @@ impl ServeArgs {
             reload_interval,
             shutdown_delay,
             worker_threads: _,
+            controller,
+            controller_options,
         } = self;
         if eval_timeout >= WEBHOOK_TIMEOUT {
             warn!(eval_timeout_ms = eval_timeout.as_millis() as u64,
@@ -163,11 +171,27 @@ impl ServeArgs {
         if let Ok(bound) = server.local_addr() {
             info!(addr = %bound, max_evaluations, eval_timeout_ms = eval_timeout.as_millis() as u64, "listening");
         }
-        match server.run(shutdown_signal()).await {
-            Ok(()) => exit::OK,
-            Err(e) => {
-                error!(error = %error_chain(&e), "server failed");
-                exit::UNREADABLE
+        let webhooks = async {
+            match server.run(shutdown_signal()).await {
+                Ok(()) => exit::OK,
+                Err(e) => {
+                    error!(error = %error_chain(&e), "server failed");
+                    exit::UNREADABLE
+                }
+            }
+        };
+        if !controller {
+            return webhooks.await;
+        }
+        // Both halves stop on the same signal; if the controller ends first (it lost its
+        // Lease, or cannot reach the API), the process ends with it, so that the pod restarts.
+        tokio::select! {
+            code = webhooks => code,
+            code = controller_options.run(shutdown_signal()) => {
+                if code != exit::OK {
+                    error!("the controller stopped; stopping the webhooks too");
+                }
+                code
             }
         }
     }
