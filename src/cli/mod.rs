@@ -44,7 +44,7 @@ pub enum Command {
     Test(test::TestArgs),
     /// Serve the admission webhooks (POST /mutate, /validate) over HTTPS, reloading policies
     /// and certificates when their files change.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Write a CA and a serving certificate for the webhook Service; print the caBundle.
     Certs(certs::CertsArgs),
     /// Load-test the HTTPS webhooks: reviews/s, p50, p99 and server RSS per concurrency.
@@ -90,7 +90,7 @@ impl Cli {
         let code = match command {
             Command::Check(args) => args.run(),
             Command::Test(args) => args.run(),
-            Command::Serve(args) => args.run(),
+            Command::Serve(args) => (*args).run(),
             Command::Certs(args) => args.run(),
             Command::Bench(args) => args.run(),
             Command::Crds(args) => args.run(),
