@@ -25,6 +25,7 @@
 //! The I/O shell around `plan`, holding no semantics of its own:
 //! - [`runner`]: one kube-runtime `Controller` per kind, pods and Services watched into caches;
 //! - [`reconcile`]: snapshot → [`observe`] → `plan` → [`apply`] → status → Events → requeue;
+//! - [`expectations`]: creates the watch cache has not shown yet, so they are not planned twice;
 //! - [`leader`]: a `coordination.k8s.io` Lease, so only one replica reconciles;
 //! - [`metrics`]: reconciles, errors by stage, transitions, watchdog firings.
 
@@ -37,6 +38,7 @@ pub mod apply;
 pub mod config;
 pub mod deadlines;
 pub mod env;
+pub mod expectations;
 pub mod leader;
 pub mod metrics;
 pub mod naming;

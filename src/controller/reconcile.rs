@@ -16,6 +16,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
 
 use super::apply::{apply, ApplyError, FIELD_MANAGER};
+use super::expectations::Expectations;
 use super::metrics::ControllerMetrics;
 use super::observe::observe;
 use super::status::{ConditionType, JobStatus};
@@ -24,6 +25,8 @@ use super::{plan, Config, Event, EventType, JobSnapshot, Timestamp};
 /// A job that plans no deadline is looked at again after this long anyway: a safety net for
 /// a missed watch event (the watch itself re-lists on expiry).
 const RESYNC: Duration = Duration::from_secs(10 * 60);
+/// When creates are still missing from the cache, look again after this long at the latest.
+const CACHE_LAG: Duration = Duration::from_secs(2);
 /// First retry of a failed reconcile; kube-runtime backs off further on repeated failures.
 const RETRY: Duration = Duration::from_secs(5);
 
@@ -38,6 +41,7 @@ pub struct Context {
     pub services: Store<Service>,
     pub recorder: Recorder,
     pub metrics: Arc<ControllerMetrics>,
+    pub expectations: Expectations,
 }
 
 /// Why a reconcile failed; retried with backoff.
@@ -97,6 +101,9 @@ async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, Re
         Ok(snapshot) => snapshot,
         Err(e) => return Ok(skip_malformed(job, ctx, &e.to_string()).await),
     };
+    if snapshot.deleting {
+        ctx.expectations.forget(&snapshot.uid);
+    }
     let observed = observe(
         &ctx.client,
         &ctx.config,
@@ -106,8 +113,18 @@ async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, Re
     )
     .await
     .map_err(ReconcileError::Observe)?;
+    if !ctx
+        .expectations
+        .outstanding(&snapshot.uid, &observed)
+        .is_empty()
+    {
+        // Our own creates are still on their way to the cache; their watch events will
+        // bring this job back (the requeue is the fallback).
+        return Ok(Requeue::requeue(CACHE_LAG));
+    }
     let plan = plan(&snapshot, &observed, Timestamp::now(), &ctx.config);
     apply(&ctx.client, &ctx.resource, &snapshot, &plan.actions).await?;
+    ctx.expectations.created(&snapshot.uid, &plan.actions);
     if let Some(status) = &plan.status {
         write_status(ctx, &snapshot, &object, status).await?;
         count_transitions(ctx, &snapshot.status, status);

@@ -86,6 +86,7 @@ async fn run_kind(
         services,
         recorder: Recorder::new(ctx.client, ctx.reporter),
         metrics: ctx.metrics,
+        expectations: Default::default(),
     });
     tracing::info!(kind = kind.kind, "controller started");
     let mut controller = Controller::new_with(jobs, watcher::Config::default(), resource)

@@ -84,6 +84,39 @@ impl Process {
         }
     }
 
+    /// The server's own pid (the guardian's child), if it runs.
+    pub fn server_pid(&self) -> Option<u32> {
+        let guardian = self.guardian.id();
+        let entries = std::fs::read_dir("/proc").ok()?;
+        entries.flatten().find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces, so split after its `)`.
+            let after = stat.rsplit_once(')')?.1;
+            let ppid: u32 = after.split_whitespace().nth(1)?.parse().ok()?;
+            let comm = stat.split_once('(')?.1.rsplit_once(')')?.0;
+            (ppid == guardian && comm != "bash").then_some(pid)
+        })
+    }
+
+    /// The server's resident set size in KiB (from /proc), if it runs.
+    pub fn server_rss_kib(&self) -> Option<u64> {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.server_pid()?)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// CPU time the server has used (user + system), from /proc; assumes 100 ticks a second.
+    pub fn server_cpu(&self) -> Option<std::time::Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.server_pid()?)).ok()?;
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        // After `)`: state is field 0, so utime (field 14 of stat) is 11 and stime 12.
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(std::time::Duration::from_millis(ticks * 10))
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
