@@ -25,20 +25,28 @@ e2e_suite!(
         suspend_deletes_the_pods_and_resume_recreates_them,
         pods_pending_past_the_start_deadline_get_the_watchdogs_condition,
         a_job_the_webhooks_would_refuse_fails_without_a_half_created_gang,
+        a_template_the_controller_cannot_read_fails_the_job_naming_it,
+        the_metrics_count_reconciles_and_transitions_by_kind,
     ]
 );
 
 static CONTROLLER: OnceLock<Controller> = OnceLock::new();
+/// Where the shared controller serves /metrics.
+static METRICS_PORT: OnceLock<u16> = OnceLock::new();
 
 /// The shared control plane with gangplank's own CRDs (crds/) and one controller (no gang
 /// scheduler, no leader election).
 fn control_plane() -> &'static ControlPlane {
     let control_plane = ControlPlane::shared(&support::assets::get(), Crds::Gangplank);
     CONTROLLER.get_or_init(|| {
+        let [port] = support::control_plane::free_ports();
+        METRICS_PORT.get_or_init(|| port);
+        let metrics = format!("--controller-metrics-addr=127.0.0.1:{port}");
         let args = [
             "--leader-elect=false",
             "--gang-scheduler=",
             "--start-deadline=0s",
+            &metrics,
         ];
         Controller::start(control_plane, "controller", &args)
     });
@@ -385,5 +393,62 @@ async fn a_job_the_webhooks_would_refuse_fails_without_a_half_created_gang() {
     assert!(
         pods_of(&t.client, &t.ns, "bert").await.is_empty(),
         "no pod was created"
+    );
+}
+
+/// gangplank's CRDs keep pod templates as written (crds/README.md), so a broken one reaches
+/// the controller: the job fails with the field named, and nothing is created.
+async fn a_template_the_controller_cannot_read_fails_the_job_naming_it() {
+    let t = setup("broken-template").await;
+    let mut job = job("bert", 1);
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = "oops".into();
+    t.create(&job).await;
+    let failed = t
+        .wait_condition("bert", "Failed", Duration::from_secs(20))
+        .await;
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Worker"),
+        "the condition names the replica: {failed}"
+    );
+    assert!(
+        pods_of(&t.client, &t.ns, "bert").await.is_empty(),
+        "no pod was created"
+    );
+}
+
+async fn the_metrics_count_reconciles_and_transitions_by_kind() {
+    let t = setup("metrics").await;
+    t.create(&job("bert", 1)).await;
+    t.wait_condition("bert", "Created", Duration::from_secs(20))
+        .await;
+    let port = METRICS_PORT.get().expect("metrics port");
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let text = client
+        .get(&url)
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("text");
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+    };
+    let created =
+        "gangplank_controller_job_transitions_total{kind=\"PyTorchJob\",transition=\"created\"}";
+    assert!(value(created) >= 1.0, "{text}");
+    assert!(value("gangplank_controller_reconciles_total{kind=\"PyTorchJob\"}") >= 1.0);
+    assert_eq!(
+        value("gangplank_controller_leader"),
+        0.0,
+        "no leader election in this suite"
     );
 }
