@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::Value;
 
@@ -13,7 +14,8 @@ use super::status::JobStatus;
 ///
 /// # Guarantees
 /// - `actions` are in the order they should be applied: metadata patches (restart counts)
-///   before the deletions they account for, deletions before creations, PodGroup before pods.
+///   before the deletions they account for, deletions before creations, HPA and PodGroup
+///   before pods.
 /// - No [`Action::CreatePod`] or [`Action::CreateService`] names an object that is in
 ///   [`Observed`](super::Observed): replaying a plan after a crash creates no duplicates, and a
 ///   409 AlreadyExists on create only means the informer cache is behind.
@@ -56,6 +58,17 @@ pub enum Action {
     },
     DeletePodGroup {
         api_version: String,
+        name: String,
+    },
+    /// An elastic PyTorchJob's autoscaling/v2 HPA (see [`hpa`](super::hpa)).
+    CreateHpa(Box<HorizontalPodAutoscaler>),
+    /// Replace the fields of the HPA's spec the controller owns (merge-patch `{"spec": ...}`:
+    /// scaleTargetRef, min/maxReplicas, metrics; a merge patch replaces lists whole).
+    UpdateHpa {
+        name: String,
+        spec: Box<HorizontalPodAutoscalerSpec>,
+    },
+    DeleteHpa {
         name: String,
     },
     /// ttlSecondsAfterFinished has passed: delete the job (its pods go with it by owner

@@ -4,6 +4,7 @@
 //! Creates are idempotent: 409 AlreadyExists means the watch cache is behind, not that
 //! anything is wrong. Deletes of what is already gone (404) are done too.
 
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -48,6 +49,7 @@ async fn apply_one(
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     let jobs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), ns);
     let create = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
@@ -107,6 +109,20 @@ async fn apply_one(
                 .await
                 .map(drop);
             ("delete podgroup", name.clone(), gone_ok(result))
+        }
+        Action::CreateHpa(hpa) => {
+            let name = hpa.metadata.name.clone().unwrap_or_default();
+            let result = hpas.create(&create, hpa).await.map(drop);
+            ("create hpa", name, exists_ok(result))
+        }
+        Action::UpdateHpa { name, spec } => {
+            let patch = json!({ "spec": spec });
+            let result = hpas.patch(name, &merge, &Patch::Merge(&patch)).await;
+            ("update hpa", name.clone(), result.map(drop))
+        }
+        Action::DeleteHpa { name } => {
+            let result = hpas.delete(name, &DeleteParams::background()).await;
+            ("delete hpa", name.clone(), gone_ok(result.map(drop)))
         }
         Action::DeleteJob => {
             // Background: the job goes now, its pods and Services after it by owner reference.

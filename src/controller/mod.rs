@@ -14,6 +14,7 @@
 //! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX).
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
 //! - [`podgroup`]: Volcano and scheduler-plugins PodGroups ([`quantity`]: minResources sums).
+//! - [`elastic`]: PyTorch `elasticPolicy` (bounds, checks, gang size); [`hpa`]: its HPA.
 //! - [`replicas`]: which observed pod fills which slot, and the replicaStatuses counts.
 //! - [`status`]: conditions with upstream's bookkeeping, replicaStatuses, timestamps.
 //! - [`outcome`]: the per-kind rules that turn replica counts into Running/Succeeded/Failed.
@@ -37,8 +38,10 @@ pub mod action;
 pub mod apply;
 pub mod config;
 pub mod deadlines;
+pub mod elastic;
 pub mod env;
 pub mod expectations;
+pub mod hpa;
 pub mod leader;
 pub mod metrics;
 pub mod naming;

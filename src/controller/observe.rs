@@ -4,7 +4,9 @@
 
 use std::collections::BTreeSet;
 
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::Store;
 use kube::ResourceExt;
@@ -23,12 +25,7 @@ pub async fn observe(
     services: &Store<Service>,
     job: &JobSnapshot,
 ) -> Result<Observed, kube::Error> {
-    let owned =
-        |owner_refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
-            owner_refs
-                .iter()
-                .any(|r| r.uid == job.uid && r.controller == Some(true))
-        };
+    let owned = |owner_refs: &[OwnerReference]| controlled_by(owner_refs, job);
     let pods: Vec<Pod> = pods
         .state()
         .iter()
@@ -47,6 +44,7 @@ pub async fn observe(
         Some(gang) => read_pod_group(client, job, podgroup::api_version(gang)).await?,
         None => None,
     };
+    let hpa = read_hpa(client, job).await?;
     let facts = if pods.iter().any(is_pending) {
         cluster_facts(client, job, &pods).await?
     } else {
@@ -56,8 +54,29 @@ pub async fn observe(
         pods,
         services,
         pod_group,
+        hpa,
         facts,
     })
+}
+
+/// The HPA `<job>` of a PyTorchJob (only PyTorch scales elastically), if the job controls
+/// it: an HPA of the same name that someone else made is never updated or deleted.
+async fn read_hpa(
+    client: &kube::Client,
+    job: &JobSnapshot,
+) -> Result<Option<HorizontalPodAutoscaler>, kube::Error> {
+    if job.kind() != "PyTorchJob" {
+        return Ok(None);
+    }
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &job.namespace);
+    let found = api.get_opt(&job.name).await?;
+    Ok(found.filter(|h| controlled_by(h.owner_references(), job)))
+}
+
+fn controlled_by(owner_refs: &[OwnerReference], job: &JobSnapshot) -> bool {
+    owner_refs
+        .iter()
+        .any(|r| r.uid == job.uid && r.controller == Some(true))
 }
 
 fn is_pending(pod: &Pod) -> bool {

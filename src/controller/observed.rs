@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::Value;
 
@@ -13,6 +14,8 @@ pub struct Observed {
     pub services: Vec<Service>,
     /// The job's PodGroup, when a gang scheduler is configured and it exists.
     pub pod_group: Option<Value>,
+    /// The job's HPA `<job>` (PyTorchJob only), when it exists and the job controls it.
+    pub hpa: Option<HorizontalPodAutoscaler>,
     pub facts: ClusterFacts,
 }
 

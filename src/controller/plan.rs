@@ -12,7 +12,7 @@ use super::restart::{self, BackoffCount, FailedPod};
 use super::snapshot::JobSnapshot;
 use super::status::{reason, ConditionType, JobStatus};
 use super::watchdog::{self, Verdict};
-use super::{naming, outcome, podgroup, pods, services, Timestamp};
+use super::{hpa, naming, outcome, podgroup, pods, services, Timestamp};
 
 /// Decides what one reconcile of `job` does, given what the cluster holds (`observed`) and
 /// the time (`now`).
@@ -72,6 +72,7 @@ impl<'a> Planner<'a> {
             return self.suspend();
         }
         self.resume();
+        self.reconcile_hpa();
         self.status.start_time.get_or_insert(Time(self.now));
         self.run_gang();
     }
@@ -352,8 +353,9 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Suspended: no pods, Services or PodGroup, whatever cleanPodPolicy says.
+    /// Suspended: no pods, Services, PodGroup or HPA, whatever cleanPodPolicy says.
     fn suspend(&mut self) {
+        self.reconcile_hpa();
         for pod in &self.observed.pods {
             self.delete_pod(pod, DeleteReason::Suspend);
         }
@@ -379,6 +381,13 @@ impl<'a> Planner<'a> {
             );
         }
         self.set(ConditionType::Suspended, true, "Suspended", msg, true);
+    }
+
+    /// The elastic HPA: created, updated, or deleted on suspend (see [`hpa`]).
+    fn reconcile_hpa(&mut self) {
+        if let Some(action) = hpa::reconcile(self.job, self.observed.hpa.as_ref()) {
+            self.push(action);
+        }
     }
 
     /// Unsuspended: Suspended turns False and the active deadline starts over.

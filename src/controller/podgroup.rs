@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 
 use super::action::Action;
 use super::config::GangScheduler;
+use super::elastic;
 use super::naming;
 use super::quantity::Nanos;
 use super::snapshot::{JobSnapshot, Replica};
@@ -41,7 +42,10 @@ pub fn api_version(gang: &GangScheduler) -> &'static str {
 /// immutable once set, so an existing PodGroup keeps its queue.
 pub fn desired(job: &JobSnapshot, gang: &GangScheduler, existing: Option<&Value>) -> Value {
     let policy = job.run_policy.scheduling_policy.clone().unwrap_or_default();
-    let min_member = policy.min_available.unwrap_or_else(|| job.total_replicas());
+    let min_member = policy
+        .min_available
+        .or_else(|| elastic::min_member(job))
+        .unwrap_or_else(|| job.total_replicas());
     let min_resources = match &policy.min_resources {
         Some(r) => json!(r),
         None => json!(computed_min_resources(job, min_member)),

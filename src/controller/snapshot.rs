@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::elastic::{self, ElasticPolicy};
 use super::restart::{RestartPolicy, RESTARTS_ANNOTATION};
 use super::status::JobStatus;
 use crate::job::kinds::{KindSpec, ReplicaType, Role};
@@ -108,8 +109,11 @@ pub struct SchedulingPolicy {
 pub struct Extras {
     /// PyTorch `spec.nprocPerNode` (`auto`, `cpu`, `gpu` or an integer).
     pub nproc_per_node: Option<String>,
-    /// PyTorch `spec.elasticPolicy`; its presence changes env and success rules.
-    pub elastic_policy: Option<Value>,
+    /// PyTorch `spec.elasticPolicy`; its presence changes env, success rules, the PodGroup
+    /// and adds an HPA. Parsed on its own (see `from_value`) so a malformed policy is a
+    /// problem rather than a silently dropped `Extras`.
+    #[serde(skip)]
+    pub elastic_policy: Option<ElasticPolicy>,
     /// TF `spec.successPolicy` (`""` or `AllWorkers`).
     pub success_policy: Option<String>,
     /// TF `spec.enableDynamicWorker`.
@@ -135,9 +139,17 @@ impl JobSnapshot {
             parse_or_default(meta.and_then(|m| m.get("annotations")));
         let job_spec = object.get("spec");
         let run_policy = parse_at(job_spec, "runPolicy", "/spec/runPolicy", &mut problems);
-        let extras = job_spec
+        let mut extras: Extras = job_spec
             .and_then(|s| serde_json::from_value(s.clone()).ok())
             .unwrap_or_default();
+        if spec.kind == "PyTorchJob" {
+            extras.elastic_policy = parse_at(
+                job_spec,
+                "elasticPolicy",
+                "/spec/elasticPolicy",
+                &mut problems,
+            );
+        }
         let replicas = replicas_of(spec, &view, object, &mut problems);
         let snapshot = JobSnapshot {
             spec,
@@ -252,6 +264,7 @@ impl JobSnapshot {
                 "has no replica specs".into(),
             ));
         }
+        found.extend(elastic::problems(&self));
         self.problems.extend(found);
         self
     }
@@ -314,24 +327,28 @@ fn parse_at<T: serde::de::DeserializeOwned + Default>(
 }
 
 /// CRDs store quantities as written (`nvidia.com/gpu: 1` is a number), while k8s-openapi's
-/// `Quantity` reads only strings: turn numbers in resource maps into their decimal text.
+/// `Quantity` reads only strings: turn numbers in resource maps, and in the `value` and
+/// `averageValue` of an HPA metric `target`, into their decimal text.
 fn quantities_as_strings(mut v: Value) -> Value {
     const QUANTITY_MAPS: &[&str] = &["limits", "requests", "overhead", "minResources"];
-    fn walk(v: &mut Value, quantities: bool) {
+    const METRIC_TARGET_QUANTITIES: &[&str] = &["value", "averageValue"];
+    fn walk(v: &mut Value, parent: &str) {
         match v {
             Value::Object(m) => {
                 for (k, child) in m.iter_mut() {
+                    let quantity = QUANTITY_MAPS.contains(&parent)
+                        || (parent == "target" && METRIC_TARGET_QUANTITIES.contains(&k.as_str()));
                     match child {
-                        Value::Number(n) if quantities => *child = Value::String(n.to_string()),
-                        _ => walk(child, QUANTITY_MAPS.contains(&k.as_str())),
+                        Value::Number(n) if quantity => *child = Value::String(n.to_string()),
+                        _ => walk(child, k),
                     }
                 }
             }
-            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, false)),
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, "")),
             _ => {}
         }
     }
-    walk(&mut v, false);
+    walk(&mut v, "");
     v
 }
 

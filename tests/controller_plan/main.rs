@@ -7,6 +7,7 @@ mod fixtures;
 mod backoff;
 mod cleanup;
 mod deadlines;
+mod elastic;
 mod env;
 mod objects;
 mod podgroup;

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{host, port, var};
+use super::{host, port, port_of, var};
 use crate::controller::config::Config;
+use crate::controller::elastic::{self, ElasticPolicy};
 use crate::controller::snapshot::{JobSnapshot, Replica};
 use crate::job::kinds::Role;
 
@@ -36,10 +37,62 @@ pub fn vars(job: &JobSnapshot, replica: &Replica, index: i32) -> Vec<EnvVar> {
     if let Some(nproc) = nproc_per_node(job) {
         vars.push(var("PET_NPROC_PER_NODE", nproc));
     }
-    if job.extras.elastic_policy.is_none() {
-        vars.push(var("PET_NNODES", total.to_string()));
+    match elastic::of(job) {
+        Some((policy, workers)) => vars.extend(elastic_vars(job, policy, workers)),
+        None => vars.push(var("PET_NNODES", total.to_string())),
     }
     vars
+}
+
+/// torchrun's rendezvous variables, in upstream's order (`pytorch/elastic.go`).
+fn elastic_vars(job: &JobSnapshot, policy: &ElasticPolicy, workers: i32) -> Vec<EnvVar> {
+    let rdzv_host = policy
+        .rdzv_host
+        .clone()
+        .unwrap_or_else(|| host(job, "Worker", 0));
+    let rdzv_port = policy.rdzv_port.unwrap_or_else(|| port_of(job, "Worker"));
+    let (min, max) = policy.bounds(workers);
+    let mut vars = vec![
+        var("PET_RDZV_ENDPOINT", format!("{rdzv_host}:{rdzv_port}")),
+        var(
+            "PET_RDZV_BACKEND",
+            policy.rdzv_backend.as_deref().unwrap_or("c10d"),
+        ),
+        var("PET_NNODES", format!("{min}:{max}")),
+    ];
+    let optional = [
+        (
+            "PET_MAX_RESTARTS",
+            policy.max_restarts.map(|n| n.to_string()),
+        ),
+        (
+            "PET_NPROC_PER_NODE",
+            policy.n_proc_per_node.map(|n| n.to_string()),
+        ),
+        ("PET_RDZV_ID", policy.rdzv_id.clone()),
+        ("PET_RDZV_CONF", rdzv_conf(policy)),
+        // torchrun reads the variable's presence, not its value.
+        (
+            "PET_STANDALONE",
+            (policy.standalone == Some(true)).then(String::new),
+        ),
+    ];
+    vars.extend(
+        optional
+            .into_iter()
+            .filter_map(|(name, value)| Some(var(name, value?))),
+    );
+    vars
+}
+
+/// `k=v,k2=v2`; absent for an empty list (upstream would slice an empty string and panic).
+fn rdzv_conf(policy: &ElasticPolicy) -> Option<String> {
+    let conf = policy.rdzv_conf.as_ref().filter(|c| !c.is_empty())?;
+    let pairs: Vec<String> = conf
+        .iter()
+        .map(|c| format!("{}={}", c.key, c.value))
+        .collect();
+    Some(pairs.join(","))
 }
 
 /// `spec.nprocPerNode` as upstream defaults it in memory: `auto` unless the (deprecated)
@@ -49,8 +102,7 @@ fn nproc_per_node(job: &JobSnapshot) -> Option<String> {
         .extras
         .elastic_policy
         .as_ref()
-        .and_then(|e| e.get("nProcPerNode"))
-        .is_some_and(|v| !v.is_null());
+        .is_some_and(|e| e.n_proc_per_node.is_some());
     match &job.extras.nproc_per_node {
         Some(n) => Some(n.clone()),
         None if elastic_nproc => None,
