@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use serde_json::Value;
 
 use super::status::JobStatus;
@@ -71,6 +71,17 @@ pub enum Action {
     DeleteHpa {
         name: String,
     },
+    /// An MPIJob's `<job>-config` (see [`mpi::objects`](super::mpi::objects)).
+    CreateConfigMap(Box<ConfigMap>),
+    /// Replace the ConfigMap's `data` (merge-patch `{"data": ...}`; every key is planned).
+    UpdateConfigMap {
+        name: String,
+        data: BTreeMap<String, String>,
+    },
+    /// Create an MPIJob's SSH Secret. It comes without keys: the I/O shell generates the key
+    /// pair and fills `data` (the planner is pure). An existing Secret is never planned again,
+    /// so the key is never rotated under a running job.
+    CreateSshSecret(Box<Secret>),
     /// ttlSecondsAfterFinished has passed: delete the job (its pods go with it by owner
     /// reference).
     DeleteJob,

@@ -6,12 +6,17 @@
 //! anything is wrong. Deletes of what is already gone (404) are done too.
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
+use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
 use super::observe::pod_group_resource;
 use super::snapshot::JobSnapshot;
+use super::ssh_key;
 use super::Action;
 
 /// Field manager of every write the controller makes.
@@ -70,6 +75,8 @@ async fn apply_one(
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     let jobs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let create = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
@@ -144,6 +151,25 @@ async fn apply_one(
             let result = hpas.delete(name, &DeleteParams::background()).await;
             ("delete hpa", name.clone(), gone_ok(result.map(drop)))
         }
+        Action::CreateConfigMap(config_map) => {
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let result = config_maps.create(&create, config_map).await.map(drop);
+            ("create configmap", name, exists_ok(result))
+        }
+        Action::UpdateConfigMap { name, data } => {
+            let patch = json!({ "data": data });
+            let result = config_maps.patch(name, &merge, &Patch::Merge(&patch)).await;
+            ("update configmap", name.clone(), result.map(drop))
+        }
+        Action::CreateSshSecret(secret) => {
+            let name = secret.metadata.name.clone().unwrap_or_default();
+            let result = match with_new_key(secret) {
+                Ok(filled) => secrets.create(&create, &filled).await.map(drop),
+                Err(e) => Err(kube::Error::Service(Box::new(e))),
+            };
+            // 409: a Secret exists already and keeps its key (never rotated).
+            ("create ssh secret", name, exists_ok(result))
+        }
         Action::DeleteJob => {
             // Background: the job goes now, its pods and Services after it by owner reference.
             let result = jobs.delete(&job.name, &DeleteParams::background()).await;
@@ -175,6 +201,25 @@ fn pod_group_api(client: &kube::Client, ns: &str, object: &Value) -> (Api<Dynami
     };
     let api = pod_groups(client, ns, text("/apiVersion"));
     (api, text("/metadata/name").to_string())
+}
+
+/// The planned Secret with a freshly generated key pair in it.
+fn with_new_key(secret: &Secret) -> Result<Secret, rcgen::Error> {
+    let pair = ssh_key::generate()?;
+    let data = BTreeMap::from([
+        (
+            SSH_PRIVATE_KEY.to_string(),
+            ByteString(pair.private_pem.into_bytes()),
+        ),
+        (
+            SSH_PUBLIC_KEY.to_string(),
+            ByteString(pair.authorized_key.into_bytes()),
+        ),
+    ]);
+    Ok(Secret {
+        data: Some(data),
+        ..secret.clone()
+    })
 }
 
 fn exists_ok(result: Result<(), kube::Error>) -> Result<(), kube::Error> {

@@ -15,6 +15,7 @@
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
 //! - [`podgroup`]: Volcano and scheduler-plugins PodGroups ([`quantity`]: minResources sums).
 //! - [`elastic`]: PyTorch `elasticPolicy` (bounds, checks, gang size); [`hpa`]: its HPA.
+//! - [`mpi`]: MPIJob v2beta1 (launcher, workers, ConfigMap, Service, SSH Secret).
 //! - [`replicas`]: which observed pod fills which slot, and the replicaStatuses counts.
 //! - [`status`]: conditions with upstream's bookkeeping, replicaStatuses, timestamps.
 //! - [`outcome`]: the per-kind rules that turn replica counts into Running/Succeeded/Failed.
@@ -27,6 +28,7 @@
 //! - [`runner`]: one kube-runtime `Controller` per kind, pods and Services watched into caches;
 //! - [`reconcile`]: snapshot → [`observe`] → `plan` → [`apply`] → status → Events → requeue;
 //! - [`expectations`]: creates the watch cache has not shown yet, so they are not planned twice;
+//! - [`ssh_key`]: the MPIJob SSH key pair, generated when its Secret is created;
 //! - [`leader`]: a `coordination.k8s.io` Lease, so only one replica reconciles;
 //! - [`metrics`]: reconciles, errors by stage, transitions, watchdog firings.
 
@@ -44,6 +46,7 @@ pub mod expectations;
 pub mod hpa;
 pub mod leader;
 pub mod metrics;
+pub mod mpi;
 pub mod naming;
 pub mod observe;
 pub mod observed;
@@ -58,6 +61,7 @@ pub mod restart;
 pub mod runner;
 pub mod services;
 pub mod snapshot;
+pub mod ssh_key;
 pub mod status;
 pub mod watchdog;
 

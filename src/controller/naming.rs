@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+use super::mpi;
 use super::snapshot::{JobSnapshot, Replica};
 use crate::job::kinds::Role;
 
@@ -16,6 +17,10 @@ pub const JOB_ROLE: &str = "training.kubeflow.org/job-role";
 
 /// `<job>-<type lowercased>-<index>`, the name of a pod and of its Service.
 pub fn replica_name(job: &JobSnapshot, replica: &Replica, index: i32) -> String {
+    if replica.rtype.unindexed {
+        // One per job (the MPI launcher): `<job>-launcher`, as upstream names it.
+        return format!("{}-{}", job.name, replica.type_label());
+    }
     crate::job::naming::pod_name(&job.name, replica.rtype.name, i64::from(index))
 }
 
@@ -46,8 +51,12 @@ pub fn replica_labels(
 ) -> BTreeMap<String, String> {
     let mut labels = job_labels(job);
     labels.insert(REPLICA_TYPE.to_string(), replica.type_label());
-    labels.insert(REPLICA_INDEX.to_string(), index.to_string());
-    if is_master(job, replica, index) {
+    let label_index = index + mpi::index_offset(job, replica);
+    labels.insert(REPLICA_INDEX.to_string(), label_index.to_string());
+    if mpi::is_v2(job) {
+        // The mpi-operator marks every pod with its role: launcher or worker.
+        labels.insert(JOB_ROLE.to_string(), replica.type_label());
+    } else if is_master(job, replica, index) {
         labels.insert(JOB_ROLE.to_string(), "master".to_string());
     }
     labels

@@ -5,15 +5,17 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Event as CoreEvent, PersistentVolumeClaim, Pod, Secret, Service,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PartialObjectMeta};
 use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
 use super::observed::{ClusterFacts, Observed};
 use super::snapshot::JobSnapshot;
-use super::{naming, podgroup, Config};
+use super::{mpi, naming, podgroup, Config};
 
 /// Reads what `job` owns. Pods and Services come from the caches (filtered by the job's
 /// uid in a controller owner reference, so a same-named job created after a delete never
@@ -45,6 +47,7 @@ pub async fn observe(
         None => None,
     };
     let hpa = read_hpa(client, job).await?;
+    let (config_map, ssh_secret) = read_mpi_objects(client, job).await?;
     let facts = if pods.iter().any(is_pending) {
         cluster_facts(client, job, &pods).await?
     } else {
@@ -55,8 +58,27 @@ pub async fn observe(
         services,
         pod_group,
         hpa,
+        config_map,
+        ssh_secret,
         facts,
     })
+}
+
+/// An MPIJob's ConfigMap (if the job controls it) and whether its SSH Secret exists. Any
+/// Secret of that name counts: creating one would only fail, and a key is never replaced.
+async fn read_mpi_objects(
+    client: &kube::Client,
+    job: &JobSnapshot,
+) -> Result<(Option<ConfigMap>, bool), kube::Error> {
+    if !mpi::is_v2(job) {
+        return Ok((None, false));
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &job.namespace);
+    let config_map = config_maps.get_opt(&mpi::config_name(job)).await?;
+    let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &job.namespace);
+    let secret = secrets.get_metadata_opt(&mpi::secret_name(job)).await?;
+    let config_map = config_map.filter(|c| controlled_by(c.owner_references(), job));
+    Ok((config_map, secret.is_some()))
 }
 
 /// The HPA `<job>` of a PyTorchJob (only PyTorch scales elastically), if the job controls

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use serde_json::Value;
 
 /// Objects owned by the job (controller owner reference to its uid) and related facts.
@@ -16,6 +16,10 @@ pub struct Observed {
     pub pod_group: Option<Value>,
     /// The job's HPA `<job>` (PyTorchJob only), when it exists and the job controls it.
     pub hpa: Option<HorizontalPodAutoscaler>,
+    /// MPIJob: its `<job>-config` ConfigMap, when it exists and the job controls it.
+    pub config_map: Option<ConfigMap>,
+    /// MPIJob: its `<job>-ssh` Secret exists (only existence matters: it is never rewritten).
+    pub ssh_secret: bool,
     pub facts: ClusterFacts,
 }
 

@@ -37,6 +37,7 @@ pub fn apply(
     match job.kind() {
         "TFJob" => rules.tf(worker0_succeeded),
         "XGBoostJob" => rules.xgboost(),
+        "MPIJob" => rules.mpi(),
         _ => rules.generic(),
     }
 }
@@ -94,13 +95,43 @@ impl Rules<'_> {
                     self.running(self.long("is running."));
                 }
             }
-            if c.failed > 0 && r.replicas > c.succeeded + c.running {
-                if r.restart_policy == RestartPolicy::Never {
-                    self.failed(self.replicas_failed("is failed", &c, r));
-                } else {
-                    self.restarting(self.replicas_failed("is restarting", &c, r));
-                }
+            self.failure_rule(r);
+        }
+    }
+
+    /// A type with failures and fewer than `replicas` pods running or done restarts unless
+    /// its restartPolicy is Never, which fails the job.
+    fn failure_rule(&mut self, r: &Replica) {
+        let c = self.counts(r);
+        if c.failed > 0 && r.replicas > c.succeeded + c.running {
+            if r.restart_policy == RestartPolicy::Never {
+                self.failed(self.replicas_failed("is failed", &c, r));
+            } else {
+                self.restarting(self.replicas_failed("is restarting", &c, r));
             }
+        }
+    }
+
+    /// MPIJob v2beta1: the launcher decides. Running once the launcher runs and every worker
+    /// does; Succeeded when the launcher succeeds (workers run sshd until deleted);
+    /// failures follow the per-type rule (an OnFailure launcher restarts, counted).
+    fn mpi(&mut self) {
+        let job = self.job;
+        let workers_running = job
+            .replica("Worker")
+            .is_none_or(|w| self.counts(w).running >= w.replicas);
+        if let Some(launcher) = job.replica("Launcher") {
+            let c = self.counts(launcher);
+            if c.running > 0 && workers_running {
+                self.running(self.long("is running."));
+            }
+            if c.succeeded > 0 {
+                self.succeeded(self.long("successfully completed."));
+                return;
+            }
+        }
+        for r in &job.replicas {
+            self.failure_rule(r);
         }
     }
 

@@ -12,7 +12,9 @@ use super::restart::{self, BackoffCount, FailedPod};
 use super::snapshot::JobSnapshot;
 use super::status::{reason, ConditionType, JobStatus};
 use super::watchdog::{self, Verdict};
-use super::{hpa, naming, outcome, podgroup, pods, services, Timestamp};
+use crate::job::kinds::Role;
+
+use super::{hpa, mpi, naming, outcome, podgroup, pods, services, Timestamp};
 
 /// Decides what one reconcile of `job` does, given what the cluster holds (`observed`) and
 /// the time (`now`).
@@ -80,7 +82,7 @@ impl<'a> Planner<'a> {
     /// Upstream sets Created in its create-event handler; here the first plan sets it.
     fn ensure_created(&mut self) {
         if self.status.condition(ConditionType::Created).is_none() {
-            let msg = format!("{} {} is created.", self.job.kind(), self.job.name);
+            let msg = format!("{} {} is created.", self.job.kind(), self.job_ref());
             self.set(ConditionType::Created, true, "Created", msg, false);
         }
     }
@@ -205,18 +207,52 @@ impl<'a> Planner<'a> {
 
     fn create_missing(&mut self, slots: &[Slots]) {
         let (job, observed) = (self.job, self.observed);
+        let is_mpi = mpi::is_v2(job);
+        if is_mpi {
+            self.mpi_shared_objects(slots);
+        }
         for s in slots {
+            if is_mpi
+                && s.replica.role() == Role::Launcher
+                && !mpi::launcher_may_start(job, &workers(slots))
+            {
+                continue;
+            }
             for index in 0..s.replica.replicas {
                 let name = naming::replica_name(job, s.replica, index);
                 if observed.pod(&name).is_none() && !s.pods.contains_key(&index) {
                     let pod = pods::build(job, s.replica, index, self.config);
                     self.push(Action::CreatePod(Box::new(pod)));
                 }
-                if !observed.has_service(&name) {
+                // MPI pods share the job's one Service instead.
+                if !is_mpi && !observed.has_service(&name) {
                     let svc = services::build(job, s.replica, index);
                     self.push(Action::CreateService(Box::new(svc)));
                 }
             }
+        }
+    }
+
+    /// An MPIJob's ConfigMap (kept in step with the running workers), SSH Secret and
+    /// Service, before its pods, which mount or resolve through them.
+    fn mpi_shared_objects(&mut self, slots: &[Slots]) {
+        let (job, observed) = (self.job, self.observed);
+        let want = mpi::objects::config_map(job, &workers(slots));
+        match &observed.config_map {
+            None => self.push(Action::CreateConfigMap(Box::new(want))),
+            Some(have) if have.data != want.data => self.push(Action::UpdateConfigMap {
+                name: mpi::config_name(job),
+                data: want.data.unwrap_or_default(),
+            }),
+            Some(_) => {}
+        }
+        if !observed.ssh_secret {
+            let secret = mpi::objects::ssh_secret(job);
+            self.push(Action::CreateSshSecret(Box::new(secret)));
+        }
+        if !observed.has_service(&job.name) {
+            let service = mpi::objects::service(job);
+            self.push(Action::CreateService(Box::new(service)));
         }
     }
 
@@ -370,7 +406,7 @@ impl<'a> Planner<'a> {
         for rs in self.status.replica_statuses.values_mut() {
             rs.active = 0;
         }
-        let msg = format!("{} {} is suspended.", self.job.kind(), self.job.name);
+        let msg = format!("{} {} is suspended.", self.job.kind(), self.job_ref());
         if self.status.is(ConditionType::Running) {
             self.set(
                 ConditionType::Running,
@@ -393,7 +429,7 @@ impl<'a> Planner<'a> {
     /// Unsuspended: Suspended turns False and the active deadline starts over.
     fn resume(&mut self) {
         if self.status.is(ConditionType::Suspended) {
-            let msg = format!("{} {} is resumed.", self.job.kind(), self.job.name);
+            let msg = format!("{} {} is resumed.", self.job.kind(), self.job_ref());
             self.set(ConditionType::Suspended, false, "Resumed", msg, true);
             self.status.start_time = Some(Time(self.now));
         }
@@ -461,6 +497,15 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// The job as upstream names it in condition messages: `<name>`, or `<namespace>/<name>`
+    /// for the mpi-operator.
+    fn job_ref(&self) -> String {
+        match mpi::is_v2(self.job) {
+            true => format!("{}/{}", self.job.namespace, self.job.name),
+            false => self.job.name.clone(),
+        }
+    }
+
     fn push(&mut self, action: Action) {
         self.out.actions.push(action);
     }
@@ -494,6 +539,15 @@ fn in_place_restarts(slots: &[Slots]) -> i64 {
         .flat_map(Slots::all)
         .map(restart::in_place_restarts)
         .sum()
+}
+
+/// The observed Worker pods (MPI: the hosts of the hostfile).
+fn workers<'s>(slots: &[Slots<'s>]) -> Vec<&'s Pod> {
+    slots
+        .iter()
+        .filter(|s| s.replica.role() == Role::Worker)
+        .flat_map(|s| s.pods.values().flatten().copied())
+        .collect()
 }
 
 /// TF's shortcut: worker-0 has succeeded.

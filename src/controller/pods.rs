@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::config::Config;
 use super::env;
+use super::mpi;
 use super::naming;
 use super::podgroup;
 use super::snapshot::{JobSnapshot, Replica};
@@ -33,6 +34,10 @@ pub fn build(job: &JobSnapshot, replica: &Replica, index: i32, config: &Config) 
     spec.restart_policy = Some(replica.restart_policy.for_pod().to_string());
     add_default_port(job, &mut spec);
     env::inject(job, replica, index, config, &mut spec);
+    if mpi::is_v2(job) {
+        let name = naming::replica_name(job, replica, index);
+        mpi::pods::decorate(job, replica, &name, &mut spec);
+    }
     if let Some(gang) = &config.gang {
         podgroup::decorate(job, replica, gang, &mut meta, &mut spec);
     }
@@ -65,6 +70,9 @@ pub fn default_ports(job: &JobSnapshot, spec: &PodSpec) -> Vec<ContainerPort> {
 /// Upstream defaulting, done in memory: the kind's named port on the default container
 /// unless a port with that name is already there.
 fn add_default_port(job: &JobSnapshot, spec: &mut PodSpec) {
+    if job.spec.port.is_none() {
+        return; // MPI: no port, and no empty `ports` list either
+    }
     if let Some(c) = default_container(job, spec).and_then(|i| spec.containers.get_mut(i)) {
         ensure_default_port(job, c.ports.get_or_insert_with(Vec::new));
     }

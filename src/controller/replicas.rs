@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::mpi;
 use super::naming::{self, REPLICA_INDEX, REPLICA_TYPE};
 use super::snapshot::{JobSnapshot, Replica};
 use super::status::ReplicaStatus;
@@ -30,11 +31,13 @@ pub fn slots<'a>(job: &'a JobSnapshot, pods: &'a [Pod]) -> Vec<Slots<'a>> {
                 pods: BTreeMap::new(),
                 surplus: Vec::new(),
             };
+            let offset = mpi::index_offset(job, replica);
             for pod in pods
                 .iter()
                 .filter(|p| label(p, REPLICA_TYPE) == Some(&type_label))
             {
-                match label(pod, REPLICA_INDEX).and_then(|i| i.parse::<i32>().ok()) {
+                let index = label(pod, REPLICA_INDEX).and_then(|i| i.parse::<i32>().ok());
+                match index.map(|i| i - offset) {
                     Some(i) if (0..replica.replicas).contains(&i) => {
                         slots.pods.entry(i).or_default().push(pod)
                     }

@@ -17,15 +17,18 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::elastic::{self, ElasticPolicy};
+use super::mpi::{self, MpiSpec};
 use super::restart::{RestartPolicy, RESTARTS_ANNOTATION};
 use super::status::JobStatus;
 use crate::job::kinds::{KindSpec, ReplicaType, Role};
 use crate::job::naming::MAX_LABEL_LEN;
 use crate::job::view::{JobView, Problem};
 
-/// Kinds this controller runs (kubeflow.org/v1). MPIJob has its own launcher semantics and
-/// comes later.
+/// Kinds this controller runs in their kubeflow.org/v1 form.
 pub const RUNNABLE_KINDS: &[&str] = &["PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"];
+
+/// MPIJob runs in its `kubeflow.org/v2beta1` form (mpi-operator semantics, see [`mpi`]).
+const RUNNABLE_MPI_VERSION: &str = "v2beta1";
 
 /// `runPolicy.managedBy` values that mean "the training operator runs it", i.e. us.
 pub const OUR_MANAGER: &str = "kubeflow.org/training-operator";
@@ -53,6 +56,8 @@ pub struct JobSnapshot {
     pub replicas: Vec<Replica>,
     pub run_policy: RunPolicy,
     pub extras: Extras,
+    /// MPIJob v2beta1 spec fields, defaulted (default values for every other kind).
+    pub mpi: MpiSpec,
     pub status: JobStatus,
     /// Pod recreations recorded so far (see [`RESTARTS_ANNOTATION`]).
     pub recorded_restarts: i64,
@@ -122,12 +127,16 @@ pub struct Extras {
 }
 
 impl JobSnapshot {
-    /// Parses a job object of one of the [`RUNNABLE_KINDS`].
+    /// Parses a job object of one of the [`RUNNABLE_KINDS`], or a v2beta1 MPIJob (planned, not
+    /// yet in `RUNNABLE_KINDS`: the runner does not watch MPIJobs yet).
     pub fn from_value(object: &Value) -> Result<JobSnapshot, SnapshotError> {
         let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or_default();
         let (api_version, kind) = (text("apiVersion"), text("kind"));
         let spec = crate::job::lookup(api_version, kind)
-            .filter(|s| RUNNABLE_KINDS.contains(&s.kind) && s.version == "v1")
+            .filter(|s| {
+                (RUNNABLE_KINDS.contains(&s.kind) && s.version == "v1")
+                    || (s.kind == "MPIJob" && s.version == RUNNABLE_MPI_VERSION)
+            })
             .ok_or_else(|| SnapshotError::UnsupportedKind {
                 api_version: api_version.to_string(),
                 kind: kind.to_string(),
@@ -151,6 +160,10 @@ impl JobSnapshot {
             );
         }
         let replicas = replicas_of(spec, &view, object, &mut problems);
+        let mpi: MpiSpec = match spec.kind {
+            "MPIJob" => parse_or_default(job_spec),
+            _ => MpiSpec::default(),
+        };
         let snapshot = JobSnapshot {
             spec,
             name: view.name.clone(),
@@ -165,6 +178,7 @@ impl JobSnapshot {
             replicas,
             run_policy,
             extras,
+            mpi,
             // A status we cannot read is rebuilt from the pods: the planner recomputes every
             // count, and losing old conditions is better than never running the job.
             status: parse_or_default(object.get("status")),
@@ -265,6 +279,7 @@ impl JobSnapshot {
             ));
         }
         found.extend(elastic::problems(&self));
+        found.extend(mpi::problems(&self));
         self.problems.extend(found);
         self
     }

@@ -10,10 +10,6 @@ use serde_json::{json, Value};
 
 use crate::fixtures::*;
 
-fn strs(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
 /// Workers only, as upstream's elastic test job (`pytorchjob_controller_test.go`).
 fn elastic(workers: i32, policy: Value) -> Job {
     pytorch_job(0, workers).set("/spec/elasticPolicy", policy)

@@ -7,10 +7,6 @@ use serde_json::json;
 
 use crate::fixtures::*;
 
-fn strs(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
 #[test]
 fn pytorch_master_and_workers_get_rank_world_size_and_torchrun_vars() {
     let plan = pytorch_job(1, 2).plan(&Observed::default(), 0);

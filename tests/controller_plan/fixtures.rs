@@ -84,6 +84,17 @@ pub fn paddle_job(masters: i32, workers: i32) -> Job {
     )
 }
 
+/// A `kubeflow.org/v2beta1` MPIJob: one launcher, `workers` workers.
+pub fn mpi_job(workers: i32) -> Job {
+    job(
+        "MPIJob",
+        "mpiReplicaSpecs",
+        "mpi",
+        &[("Launcher", 1), ("Worker", workers)],
+    )
+    .set("/apiVersion", json!("kubeflow.org/v2beta1"))
+}
+
 pub fn jax_job(workers: i32) -> Job {
     job("JAXJob", "jaxReplicaSpecs", "jax", &[("Worker", workers)])
 }
@@ -389,6 +400,11 @@ pub fn deleted_services(plan: &Plan) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// Owned strings, for comparing with lists of names or `name=value` pairs.
+pub fn strs(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
 }
 
 /// `name=value` of every env var of container `container`, in order.

@@ -9,6 +9,7 @@ mod cleanup;
 mod deadlines;
 mod elastic;
 mod env;
+mod mpi;
 mod objects;
 mod podgroup;
 mod status_rules;

@@ -1,0 +1,156 @@
+//! MPIJob `kubeflow.org/v2beta1` as the mpi-operator (v0.8) runs it, SSH transport: one
+//! launcher pod `<job>-launcher` runs `mpirun`, which reaches the worker pods
+//! `<job>-worker-<i>` over SSH through the headless Service `<job>`, reading the hosts from
+//! the ConfigMap `<job>-config` and the key from the Secret `<job>-ssh`.
+//!
+//! Entry points: [`MpiSpec`] (the spec fields, defaulted), [`objects`] (ConfigMap, Service,
+//! Secret request), [`pods`] (what the launcher and workers get on top of the generic pod),
+//! [`launcher_may_start`] (launcherCreationPolicy).
+//!
+//! Difference from upstream: the launcher is a pod owned by the MPIJob, not a batch/v1 Job.
+//! The generic planner then gives it what it gives every pod: restartPolicy (OnFailure
+//! restarts in place), restarts counted against backoffLimit, activeDeadlineSeconds from a
+//! timer, ttlSecondsAfterFinished and cleanPodPolicy — the fields upstream hands to the Job.
+
+pub mod objects;
+pub mod pods;
+
+use serde::Deserialize;
+
+use super::replicas::phase;
+use super::snapshot::{JobSnapshot, Replica};
+use crate::job::kinds::Role;
+use crate::job::view::Problem;
+use k8s_openapi::api::core::v1::Pod;
+
+/// Where the hostfile and discover_hosts.sh are mounted in the launcher.
+pub const CONFIG_MOUNT_PATH: &str = "/etc/mpi";
+pub const HOSTFILE: &str = "hostfile";
+pub const DISCOVER_HOSTS: &str = "discover_hosts.sh";
+/// Default `sshAuthMountPath`; only there are the key files made 0600 (sshd refuses a
+/// group-readable key under /root, other paths are left to the image's user).
+pub const ROOT_SSH_PATH: &str = "/root/.ssh";
+
+/// The v2beta1 spec fields beyond replicas and runPolicy, with the mpi-operator's defaults.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MpiSpec {
+    pub slots_per_worker: i32,
+    pub run_launcher_as_worker: bool,
+    pub ssh_auth_mount_path: String,
+    pub launcher_creation_policy: String,
+    pub mpi_implementation: String,
+}
+
+impl Default for MpiSpec {
+    fn default() -> MpiSpec {
+        MpiSpec {
+            slots_per_worker: 1,
+            run_launcher_as_worker: false,
+            ssh_auth_mount_path: ROOT_SSH_PATH.to_string(),
+            launcher_creation_policy: "AtStartup".to_string(),
+            mpi_implementation: "OpenMPI".to_string(),
+        }
+    }
+}
+
+/// Whether `job` is a v2beta1 MPIJob (v1 MPIJob is a different controller's semantics).
+pub fn is_v2(job: &JobSnapshot) -> bool {
+    job.kind() == "MPIJob" && job.spec.version == "v2beta1"
+}
+
+pub fn config_name(job: &JobSnapshot) -> String {
+    format!("{}-config", job.name)
+}
+
+pub fn secret_name(job: &JobSnapshot) -> String {
+    format!("{}-ssh", job.name)
+}
+
+pub fn launcher_name(job: &JobSnapshot) -> String {
+    format!("{}-launcher", job.name)
+}
+
+/// `<pod>.<job>.<ns>.svc`: a pod's name under the job's headless Service.
+pub fn fqdn(job: &JobSnapshot, pod: &str) -> String {
+    format!("{pod}.{}.{}.svc", job.name, job.namespace)
+}
+
+/// Offset between a worker's name index and its replica-index label: with
+/// runLauncherAsWorker the launcher is rank 0 and worker `i` is rank `i + 1`.
+pub fn index_offset(job: &JobSnapshot, replica: &Replica) -> i32 {
+    let shifted = is_v2(job) && replica.role() == Role::Worker && job.mpi.run_launcher_as_worker;
+    i32::from(shifted)
+}
+
+/// launcherCreationPolicy: `AtStartup` creates the launcher with the workers;
+/// `WaitForWorkersReady` only once every worker pod is Ready, so mpirun does not race sshd
+/// (mpi-operator #481, #443).
+pub fn launcher_may_start(job: &JobSnapshot, workers: &[&Pod]) -> bool {
+    if job.mpi.launcher_creation_policy != "WaitForWorkersReady" {
+        return true;
+    }
+    let expected = job.replica("Worker").map_or(0, |w| w.replicas);
+    let ready = workers.iter().filter(|p| is_ready(p)).count();
+    usize::try_from(expected).is_ok_and(|n| ready >= n)
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    phase(pod) == "Running"
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// What the mpi-operator's validation refuses beyond the generic checks.
+pub fn problems(job: &JobSnapshot) -> Vec<Problem> {
+    if !is_v2(job) {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    let mut add = |path: &str, msg: String| {
+        found.push(Problem {
+            path: path.to_string(),
+            msg,
+        })
+    };
+    let specs = &job.view.replica_specs_path;
+    // A Launcher with more than one replica is already refused by the generic checks.
+    if job.replica("Launcher").is_none() {
+        add(&format!("{specs}/Launcher"), "is required".into());
+    }
+    let spec = &job.mpi;
+    if spec.slots_per_worker < 0 {
+        add("/spec/slotsPerWorker", "must be at least 0".into());
+    }
+    if spec.ssh_auth_mount_path.is_empty() {
+        add("/spec/sshAuthMountPath", "is required".into());
+    }
+    if !matches!(
+        spec.mpi_implementation.as_str(),
+        "OpenMPI" | "Intel" | "MPICH"
+    ) {
+        add(
+            "/spec/mpiImplementation",
+            format!(
+                "{:?} is not one of OpenMPI, Intel, MPICH",
+                spec.mpi_implementation
+            ),
+        );
+    }
+    if !matches!(
+        spec.launcher_creation_policy.as_str(),
+        "AtStartup" | "WaitForWorkersReady"
+    ) {
+        add(
+            "/spec/launcherCreationPolicy",
+            format!(
+                "{:?} is not one of AtStartup, WaitForWorkersReady",
+                spec.launcher_creation_policy
+            ),
+        );
+    }
+    found
+}
