@@ -94,6 +94,9 @@ impl<'a> Planner<'a> {
             .iter()
             .map(|s| (s.replica.rtype.name.to_string(), s.status(job)))
             .collect();
+        if let Some(msg) = mpi::evicted_workers(job, &workers(&slots)) {
+            return self.fail_now("Evicted", msg);
+        }
         let failures = failures(job, &slots);
         let counted = restart::counted_pods(&job.annotations);
         let recreate: Vec<&Failure> = failures

@@ -554,3 +554,50 @@ fn invalid_v2beta1_specs_fail_the_job() {
         assert_eq!(action_list(&plan.actions), Vec::<String>::new());
     }
 }
+
+#[test]
+fn an_evicted_worker_fails_the_job() {
+    let job = mpi_job(2).run_policy("cleanPodPolicy", json!("All"));
+    let mut observed = applied(&job)
+        .phase("mnist-launcher", "Running")
+        .phase("mnist-worker-0", "Running")
+        .phase("mnist-worker-1", "Failed");
+    if let Some(s) = observed.pod_mut("mnist-worker-1").status.as_mut() {
+        s.reason = Some("Evicted".into());
+    }
+    let plan = job.plan(&observed, 5);
+    assert_eq!(
+        conditions(&plan),
+        conds(&[
+            ("Created", "True", "MPIJobCreated"),
+            ("Failed", "True", "MPIJobEvicted"),
+        ])
+    );
+    assert_eq!(message(&plan, "Failed"), "1/2 workers are evicted");
+    assert_eq!(
+        deleted_pods(&plan),
+        strs(&["mnist-launcher", "mnist-worker-0", "mnist-worker-1"]),
+        "cleanPodPolicy All"
+    );
+}
+
+#[test]
+fn a_hand_edited_config_map_is_repaired() {
+    let job = mpi_job(1);
+    let mut observed = applied(&job);
+    if let Some(cm) = observed.config_map.as_mut() {
+        cm.data = Some([("hostfile".to_string(), "evil\n".to_string())].into());
+    }
+    let plan = job.plan(&observed, 5);
+    let update = plan.actions.iter().find_map(|a| match a {
+        Action::UpdateConfigMap { data, .. } => Some(json!(data)),
+        _ => None,
+    });
+    assert_eq!(
+        update,
+        Some(json!({
+            "hostfile": "mnist-worker-0.mnist.team-a.svc slots=1\n",
+            "discover_hosts.sh": "#!/bin/sh\n",
+        }))
+    );
+}

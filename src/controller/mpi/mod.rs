@@ -104,6 +104,20 @@ fn is_ready(pod: &Pod) -> bool {
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// `"<n>/<m> workers are evicted"` when any worker pod was evicted: the mpi-operator fails
+/// the job (reason `MPIJobEvicted`) rather than restarting a gang whose node went away.
+pub fn evicted_workers(job: &JobSnapshot, workers: &[&Pod]) -> Option<String> {
+    if !is_v2(job) {
+        return None;
+    }
+    let evicted = workers
+        .iter()
+        .filter(|p| phase(p) == "Failed")
+        .filter(|p| p.status.as_ref().and_then(|s| s.reason.as_deref()) == Some("Evicted"))
+        .count();
+    (evicted > 0).then(|| format!("{evicted}/{} workers are evicted", workers.len()))
+}
+
 /// What the mpi-operator's validation refuses beyond the generic checks.
 pub fn problems(job: &JobSnapshot) -> Vec<Problem> {
     if !is_v2(job) {
