@@ -19,6 +19,7 @@ use serde_json::{json, Map, Value};
 use super::action::Action;
 use super::config::GangScheduler;
 use super::elastic;
+use super::mpi;
 use super::naming;
 use super::quantity::Nanos;
 use super::snapshot::{JobSnapshot, Replica};
@@ -61,9 +62,14 @@ pub fn desired(job: &JobSnapshot, gang: &GangScheduler, existing: Option<&Value>
                 .map(str::to_string)
                 .or(policy.queue)
                 .filter(|q| !q.is_empty())
+                .or_else(|| mpi::volcano_queue_annotation(job))
                 .unwrap_or_else(|| "default".to_string());
             spec.insert("queue".into(), json!(queue));
-            if let Some(pc) = policy.priority_class.filter(|p| !p.is_empty()) {
+            let priority_class = policy
+                .priority_class
+                .filter(|p| !p.is_empty())
+                .or_else(|| mpi::template_priority_class(job));
+            if let Some(pc) = priority_class {
                 spec.insert("priorityClassName".into(), json!(pc));
             }
         }

@@ -601,3 +601,47 @@ fn a_hand_edited_config_map_is_repaired() {
         }))
     );
 }
+
+/// `TestNewPodGroup`, `TestCalculateMinAvailable`, `TestCalcPriorityClassName`.
+#[test]
+fn pod_group_counts_the_launcher_and_takes_mpi_operator_fallbacks() {
+    let volcano = gangplank::controller::Config {
+        gang: Some(gangplank::controller::GangScheduler::Volcano),
+        ..Default::default()
+    };
+    let spec = |job: &Job| {
+        let plan = job.plan_with(&Observed::default(), 0, &volcano);
+        plan.actions.iter().find_map(|a| match a {
+            Action::CreatePodGroup(pg) => Some(pg["spec"].clone()),
+            _ => None,
+        })
+    };
+    let job = mpi_job(3)
+        .annotation("scheduling.volcano.sh/queue-name", "research")
+        .set(
+            "/spec/mpiReplicaSpecs/Worker/template/spec/priorityClassName",
+            json!("low"),
+        );
+    assert_eq!(
+        spec(&job),
+        Some(
+            json!({"minMember": 4, "minResources": {}, "queue": "research", "priorityClassName": "low"})
+        )
+    );
+    let launcher_first = job.set(
+        "/spec/mpiReplicaSpecs/Launcher/template/spec/priorityClassName",
+        json!("high"),
+    );
+    assert_eq!(
+        spec(&launcher_first).map(|s| s["priorityClassName"].clone()),
+        Some(json!("high"))
+    );
+    let policy_wins = launcher_first.run_policy(
+        "schedulingPolicy",
+        json!({"queue": "prod", "priorityClass": "urgent"}),
+    );
+    assert_eq!(
+        spec(&policy_wins).map(|s| (s["queue"].clone(), s["priorityClassName"].clone())),
+        Some((json!("prod"), json!("urgent")))
+    );
+}

@@ -118,6 +118,28 @@ pub fn evicted_workers(job: &JobSnapshot, workers: &[&Pod]) -> Option<String> {
     (evicted > 0).then(|| format!("{evicted}/{} workers are evicted", workers.len()))
 }
 
+/// The mpi-operator's Volcano queue fallback: the job's `scheduling.volcano.sh/queue-name`
+/// annotation, for jobs written for Volcano's own conventions.
+pub fn volcano_queue_annotation(job: &JobSnapshot) -> Option<String> {
+    if !is_v2(job) {
+        return None;
+    }
+    let queue = job.annotations.get("scheduling.volcano.sh/queue-name")?;
+    (!queue.is_empty()).then(|| queue.clone())
+}
+
+/// The mpi-operator's PodGroup priority fallback: the launcher template's
+/// priorityClassName, else the workers'.
+pub fn template_priority_class(job: &JobSnapshot) -> Option<String> {
+    if !is_v2(job) {
+        return None;
+    }
+    ["Launcher", "Worker"].into_iter().find_map(|t| {
+        let spec = job.replica(t)?.template.spec.as_ref()?;
+        spec.priority_class_name.clone().filter(|p| !p.is_empty())
+    })
+}
+
 /// What the mpi-operator's validation refuses beyond the generic checks.
 pub fn problems(job: &JobSnapshot) -> Vec<Problem> {
     if !is_v2(job) {
