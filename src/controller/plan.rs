@@ -140,6 +140,9 @@ impl<'a> Planner<'a> {
         if self.status.finished() {
             return self.finish();
         }
+        if let Some(f) = recreate.first() {
+            self.explain_restart(f.replica_type, &slots);
+        }
         self.exit_code_events(&recreate);
         if !new_uids.is_empty() {
             let total = count.recorded + count.new;
@@ -152,6 +155,17 @@ impl<'a> Planner<'a> {
         }
         self.scale_down(&slots);
         self.reconcile_pods(&slots, count);
+    }
+
+    /// MPI: a launcher restarted before any worker ran gets the workers' state appended to
+    /// the Restarting message (whichever rule wrote it last).
+    fn explain_restart(&mut self, failed_type: &str, slots: &[Slots]) {
+        let why = mpi::launcher_failed_early(self.job, failed_type, &workers(slots), self.observed);
+        let current = self.status.condition(ConditionType::Restarting);
+        if let (Some(why), Some(c)) = (why, current.filter(|c| c.status == "True")) {
+            let msg = format!("{}{why}", c.message);
+            self.set(ConditionType::Restarting, true, "Restarting", msg, false);
+        }
     }
 
     /// backoffLimit and activeDeadlineSeconds; true when the job failed here.

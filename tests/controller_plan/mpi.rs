@@ -645,3 +645,30 @@ fn pod_group_counts_the_launcher_and_takes_mpi_operator_fallbacks() {
         Some((json!("prod"), json!("urgent")))
     );
 }
+
+/// Issue item 4: a launcher that fails before any worker runs is recreated, counted against
+/// backoffLimit, and the Restarting message says what the workers were doing.
+#[test]
+fn a_launcher_failing_before_the_workers_run_is_counted_and_explained() {
+    let job = mpi_job(2);
+    let observed = applied(&job).exit("mnist-launcher", "mpi", 1).waiting(
+        "mnist-worker-0",
+        "ImagePullBackOff",
+        "Back-off pulling image \"train:v2\"",
+    );
+    let plan = job.plan(&observed, 30);
+    assert_eq!(
+        message(&plan, "Restarting"),
+        "MPIJob mnist is restarting because 1 Launcher replica(s) failed. No worker was Running yet \
+         (mnist-worker-0 Pending, mnist-worker-1 Pending): pod mnist-worker-0: ImagePullBackOff: \
+         Back-off pulling image \"train:v2\""
+    );
+    let annotations = plan.actions.iter().find_map(|a| match a {
+        Action::PatchJobAnnotations(map) => Some(json!(map)),
+        _ => None,
+    });
+    assert_eq!(
+        annotations.map(|a| a["gangplank.dev/restarts"].clone()),
+        Some(json!("1"))
+    );
+}
