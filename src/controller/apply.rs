@@ -235,3 +235,42 @@ fn gone_ok(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    #[test]
+    fn the_planned_ssh_secret_gets_a_fresh_key_pair_and_keeps_its_metadata() {
+        let planned = Secret {
+            metadata: ObjectMeta {
+                name: Some("mnist-ssh".into()),
+                ..ObjectMeta::default()
+            },
+            type_: Some("kubernetes.io/ssh-auth".into()),
+            ..Secret::default()
+        };
+        let filled = with_new_key(&planned).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(filled.metadata, planned.metadata);
+        assert_eq!(filled.type_, planned.type_);
+        let data = filled.data.unwrap_or_default();
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        assert_eq!(keys, vec![SSH_PRIVATE_KEY, SSH_PUBLIC_KEY]);
+        let public = data
+            .get(SSH_PUBLIC_KEY)
+            .map(|b| b.0.clone())
+            .unwrap_or_default();
+        assert!(public.starts_with(b"ecdsa-sha2-nistp521 "));
+        let again = with_new_key(&planned).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(
+            again
+                .data
+                .unwrap_or_default()
+                .get(SSH_PUBLIC_KEY)
+                .map(|b| b.0.clone()),
+            Some(public),
+            "a new key each time the Secret is created"
+        );
+    }
+}

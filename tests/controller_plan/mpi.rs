@@ -544,6 +544,10 @@ fn invalid_v2beta1_specs_fail_the_job() {
             "MPIJob mnist is invalid: /spec/mpiReplicaSpecs/Launcher: is required",
         ),
         (
+            mpi_job(1).restart_policy("Worker", "ExitCode"),
+            "MPIJob mnist is invalid: /spec/mpiReplicaSpecs/Worker/restartPolicy: ExitCode is not supported by MPIJob v2beta1; use Never or OnFailure",
+        ),
+        (
             mpi_job(1).set("/spec/mpiImplementation", json!("MVAPICH")),
             "MPIJob mnist is invalid: /spec/mpiImplementation: \"MVAPICH\" is not one of OpenMPI, Intel, MPICH",
         ),

@@ -19,6 +19,7 @@ use serde::Deserialize;
 
 use super::observed::Observed;
 use super::replicas::{name, phase};
+use super::restart::RestartPolicy;
 use super::snapshot::{JobSnapshot, Replica};
 use super::watchdog;
 use crate::job::kinds::Role;
@@ -182,6 +183,20 @@ pub fn problems(job: &JobSnapshot) -> Vec<Problem> {
     // A Launcher with more than one replica is already refused by the generic checks.
     if job.replica("Launcher").is_none() {
         add(&format!("{specs}/Launcher"), "is required".into());
+    }
+    for r in &job.replicas {
+        if !matches!(
+            r.restart_policy,
+            RestartPolicy::Never | RestartPolicy::OnFailure
+        ) {
+            add(
+                &format!("{specs}/{}/restartPolicy", r.rtype.name),
+                format!(
+                    "{:?} is not supported by MPIJob v2beta1; use Never or OnFailure",
+                    r.restart_policy
+                ),
+            );
+        }
     }
     let spec = &job.mpi;
     if spec.slots_per_worker < 0 {
