@@ -24,6 +24,17 @@ pub struct Config {
     pub cluster_domain: Option<String>,
 }
 
+impl Config {
+    /// `.<cluster_domain>`, or nothing: what follows `.svc` in a Service's DNS name.
+    pub fn domain_suffix(&self) -> String {
+        self.cluster_domain
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .map(|d| format!(".{d}"))
+            .unwrap_or_default()
+    }
+}
+
 impl Default for Config {
     /// Upstream's defaults; the watchdog fails a job whose pods are still Pending after
     /// 15 minutes — long enough for a cold image pull of a multi-GB training image.

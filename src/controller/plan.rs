@@ -254,7 +254,7 @@ impl<'a> Planner<'a> {
     /// Service, before its pods, which mount or resolve through them.
     fn mpi_shared_objects(&mut self, slots: &[Slots]) {
         let (job, observed) = (self.job, self.observed);
-        let want = mpi::objects::config_map(job, &workers(slots));
+        let want = mpi::objects::config_map(job, &workers(slots), self.config);
         match &observed.config_map {
             None => self.push(Action::CreateConfigMap(Box::new(want))),
             Some(have) if have.data != want.data => self.push(Action::UpdateConfigMap {

@@ -144,6 +144,15 @@ fn config_map_lists_workers_with_slots_per_implementation() {
         config_data(&intel)["hostfile"],
         "mnist-worker-0.mnist.team-a.svc:8\nmnist-worker-1.mnist.team-a.svc:8\n"
     );
+    let domain = gangplank::controller::Config {
+        cluster_domain: Some("cluster.local".into()),
+        ..Default::default()
+    };
+    let plan = mpi_job(1).plan_with(&Observed::default(), 0, &domain);
+    assert_eq!(
+        json!(config_map(&plan.actions).and_then(|c| c.data.clone()))["hostfile"],
+        "mnist-worker-0.mnist.team-a.svc.cluster.local slots=1\n"
+    );
     let mpich = mpi_job(1).set("/spec/mpiImplementation", json!("MPICH"));
     assert_eq!(
         config_data(&mpich)["hostfile"],

@@ -35,12 +35,7 @@ fn cluster_spec(
     job: &JobSnapshot,
     config: &Config,
 ) -> std::collections::BTreeMap<String, Vec<String>> {
-    let domain = config
-        .cluster_domain
-        .as_deref()
-        .filter(|d| !d.is_empty())
-        .map(|d| format!(".{d}"))
-        .unwrap_or_default();
+    let domain = config.domain_suffix();
     job.replicas
         .iter()
         .map(|r| {

@@ -17,6 +17,7 @@ pub mod pods;
 
 use serde::Deserialize;
 
+use super::config::Config;
 use super::observed::Observed;
 use super::replicas::{name, phase};
 use super::restart::RestartPolicy;
@@ -74,9 +75,10 @@ pub fn launcher_name(job: &JobSnapshot) -> String {
     format!("{}-launcher", job.name)
 }
 
-/// `<pod>.<job>.<ns>.svc`: a pod's name under the job's headless Service.
-pub fn fqdn(job: &JobSnapshot, pod: &str) -> String {
-    format!("{pod}.{}.{}.svc", job.name, job.namespace)
+/// `<pod>.<job>.<ns>.svc[.<cluster domain>]`: a pod's name under the job's Service.
+pub fn fqdn(job: &JobSnapshot, pod: &str, config: &Config) -> String {
+    let domain = config.domain_suffix();
+    format!("{pod}.{}.{}.svc{domain}", job.name, job.namespace)
 }
 
 /// Offset between a worker's name index and its replica-index label: with

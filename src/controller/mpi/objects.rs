@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{config_name, fqdn, launcher_name, secret_name, DISCOVER_HOSTS, HOSTFILE};
+use crate::controller::config::Config;
 use crate::controller::naming;
 use crate::controller::replicas::{name, phase};
 use crate::controller::snapshot::JobSnapshot;
@@ -20,12 +21,15 @@ pub const SSH_AUTH_TYPE: &str = "kubernetes.io/ssh-auth";
 
 /// The ConfigMap the launcher mounts at `/etc/mpi`. `workers` are the job's worker pods;
 /// discover_hosts.sh lists the Running ones (Horovod elastic polls it), sorted by name.
-pub fn config_map(job: &JobSnapshot, workers: &[&Pod]) -> ConfigMap {
+pub fn config_map(job: &JobSnapshot, workers: &[&Pod], config: &Config) -> ConfigMap {
     ConfigMap {
         metadata: meta(job, config_name(job)),
         data: Some(BTreeMap::from([
-            (HOSTFILE.to_string(), hostfile(job)),
-            (DISCOVER_HOSTS.to_string(), discover_hosts(job, workers)),
+            (HOSTFILE.to_string(), hostfile(job, config)),
+            (
+                DISCOVER_HOSTS.to_string(),
+                discover_hosts(job, workers, config),
+            ),
         ])),
         ..ConfigMap::default()
     }
@@ -33,11 +37,11 @@ pub fn config_map(job: &JobSnapshot, workers: &[&Pod]) -> ConfigMap {
 
 /// One line per host with its slots: `host slots=N` for OpenMPI, `host:N` for Intel MPI and
 /// MPICH; the launcher first when it runs as a worker.
-fn hostfile(job: &JobSnapshot) -> String {
+fn hostfile(job: &JobSnapshot, config: &Config) -> String {
     let slots = job.mpi.slots_per_worker;
     let line = |pod: &str| match job.mpi.mpi_implementation.as_str() {
-        "OpenMPI" => format!("{} slots={slots}\n", fqdn(job, pod)),
-        _ => format!("{}:{slots}\n", fqdn(job, pod)),
+        "OpenMPI" => format!("{} slots={slots}\n", fqdn(job, pod, config)),
+        _ => format!("{}:{slots}\n", fqdn(job, pod, config)),
     };
     let workers = job.replica("Worker").map_or(0, |w| w.replicas);
     launcher_as_worker(job)
@@ -47,7 +51,7 @@ fn hostfile(job: &JobSnapshot) -> String {
         .collect()
 }
 
-fn discover_hosts(job: &JobSnapshot, workers: &[&Pod]) -> String {
+fn discover_hosts(job: &JobSnapshot, workers: &[&Pod], config: &Config) -> String {
     let mut running: Vec<&str> = workers
         .iter()
         .filter(|p| phase(p) == "Running")
@@ -57,7 +61,9 @@ fn discover_hosts(job: &JobSnapshot, workers: &[&Pod]) -> String {
     let hosts = launcher_as_worker(job)
         .into_iter()
         .chain(running.into_iter().map(str::to_string));
-    let echo: String = hosts.map(|h| format!("echo {}\n", fqdn(job, &h))).collect();
+    let echo: String = hosts
+        .map(|h| format!("echo {}\n", fqdn(job, &h, config)))
+        .collect();
     format!("#!/bin/sh\n{echo}")
 }
 
