@@ -81,13 +81,15 @@ async fn read_mpi_objects(
     Ok((config_map, secret.is_some()))
 }
 
-/// The HPA `<job>` of a PyTorchJob (only PyTorch scales elastically), if the job controls
-/// it: an HPA of the same name that someone else made is never updated or deleted.
+/// The HPA `<job>` of an elastic PyTorchJob, if the job controls it: an HPA of the same
+/// name that someone else made is never updated or deleted. Only jobs with an elasticPolicy
+/// are asked about (one GET per reconcile is not spent on every PyTorchJob); a job that
+/// drops its whole elasticPolicy leaves its HPA to the garbage collector, as upstream does.
 async fn read_hpa(
     client: &kube::Client,
     job: &JobSnapshot,
 ) -> Result<Option<HorizontalPodAutoscaler>, kube::Error> {
-    if job.kind() != "PyTorchJob" {
+    if job.extras.elastic_policy.is_none() {
         return Ok(None);
     }
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &job.namespace);
