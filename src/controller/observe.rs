@@ -47,7 +47,7 @@ pub async fn observe(
         None => None,
     };
     let hpa = read_hpa(client, job).await?;
-    let (config_map, ssh_secret) = read_mpi_objects(client, job).await?;
+    let mpi_objects = read_mpi_objects(client, job).await?;
     let facts = if pods.iter().any(is_pending) {
         cluster_facts(client, job, &pods).await?
     } else {
@@ -58,27 +58,46 @@ pub async fn observe(
         services,
         pod_group,
         hpa,
-        config_map,
-        ssh_secret,
+        config_map: mpi_objects.config_map,
+        ssh_secret: mpi_objects.ssh_secret,
+        foreign: mpi_objects.foreign,
         facts,
     })
 }
 
-/// An MPIJob's ConfigMap (if the job controls it) and whether its SSH Secret exists. Any
-/// Secret of that name counts: creating one would only fail, and a key is never replaced.
+/// An MPIJob's ConfigMap and SSH Secret (its metadata only: the key is never read). One
+/// of those names held by an object the job does not control (say, a v1 MPIJob of the same
+/// name) is reported in `foreign`, never adopted.
 async fn read_mpi_objects(
     client: &kube::Client,
     job: &JobSnapshot,
-) -> Result<(Option<ConfigMap>, bool), kube::Error> {
+) -> Result<MpiObjects, kube::Error> {
+    let mut found = MpiObjects::default();
     if !mpi::is_v2(job) {
-        return Ok((None, false));
+        return Ok(found);
     }
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &job.namespace);
-    let config_map = config_maps.get_opt(&mpi::config_name(job)).await?;
+    if let Some(cm) = config_maps.get_opt(&mpi::config_name(job)).await? {
+        match controlled_by(cm.owner_references(), job) {
+            true => found.config_map = Some(cm),
+            false => found.foreign.push(mpi::config_name(job)),
+        }
+    }
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &job.namespace);
-    let secret = secrets.get_metadata_opt(&mpi::secret_name(job)).await?;
-    let config_map = config_map.filter(|c| controlled_by(c.owner_references(), job));
-    Ok((config_map, secret.is_some()))
+    if let Some(secret) = secrets.get_metadata_opt(&mpi::secret_name(job)).await? {
+        match controlled_by(secret.owner_references(), job) {
+            true => found.ssh_secret = true,
+            false => found.foreign.push(mpi::secret_name(job)),
+        }
+    }
+    Ok(found)
+}
+
+#[derive(Default)]
+struct MpiObjects {
+    config_map: Option<ConfigMap>,
+    ssh_secret: bool,
+    foreign: Vec<String>,
 }
 
 /// The HPA `<job>` of an elastic PyTorchJob, if the job controls it: an HPA of the same

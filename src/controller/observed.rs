@@ -18,8 +18,12 @@ pub struct Observed {
     pub hpa: Option<HorizontalPodAutoscaler>,
     /// MPIJob: its `<job>-config` ConfigMap, when it exists and the job controls it.
     pub config_map: Option<ConfigMap>,
-    /// MPIJob: its `<job>-ssh` Secret exists (only existence matters: it is never rewritten).
+    /// MPIJob: its `<job>-ssh` Secret exists and the job controls it (only existence
+    /// matters: it is never rewritten).
     pub ssh_secret: bool,
+    /// Names the job's own objects must have that are held by objects it does not control
+    /// (MPIJob: `<job>-config`, `<job>-ssh`).
+    pub foreign: Vec<String>,
     pub facts: ClusterFacts,
 }
 

@@ -225,8 +225,8 @@ impl<'a> Planner<'a> {
     fn create_missing(&mut self, slots: &[Slots]) {
         let (job, observed) = (self.job, self.observed);
         let is_mpi = mpi::is_v2(job);
-        if is_mpi {
-            self.mpi_shared_objects(slots);
+        if is_mpi && !self.mpi_shared_objects(slots) {
+            return;
         }
         for s in slots {
             if is_mpi
@@ -251,9 +251,20 @@ impl<'a> Planner<'a> {
     }
 
     /// An MPIJob's ConfigMap (kept in step with the running workers), SSH Secret and
-    /// Service, before its pods, which mount or resolve through them.
-    fn mpi_shared_objects(&mut self, slots: &[Slots]) {
+    /// Service, before its pods, which mount or resolve through them. False when another
+    /// owner holds one of their names: no pod may mount someone else's hosts or key (the
+    /// mpi-operator's `ErrResourceExists`; the job waits until the name is free).
+    fn mpi_shared_objects(&mut self, slots: &[Slots]) -> bool {
         let (job, observed) = (self.job, self.observed);
+        for name in &observed.foreign {
+            let msg = format!("Resource {name:?} already exists and is not managed by MPIJob");
+            self.out
+                .events
+                .push(Event::warning("ErrResourceExists", msg));
+        }
+        if !observed.foreign.is_empty() {
+            return false;
+        }
         let want = mpi::objects::config_map(job, &workers(slots), self.config);
         match &observed.config_map {
             None => self.push(Action::CreateConfigMap(Box::new(want))),
@@ -271,6 +282,7 @@ impl<'a> Planner<'a> {
             let service = mpi::objects::service(job);
             self.push(Action::CreateService(Box::new(service)));
         }
+        true
     }
 
     /// Pods and Services whose index is not below `replicas` any more.

@@ -685,3 +685,34 @@ fn a_launcher_failing_before_the_workers_run_is_counted_and_explained() {
         Some(json!("1"))
     );
 }
+
+/// The mpi-operator's "NotControlledByUs" cases for the ConfigMap and the Secret: another
+/// owner's object (e.g. a v1 MPIJob of the same name) is never adopted or mounted.
+#[test]
+fn objects_of_another_owner_block_the_pods_with_an_event() {
+    let job = mpi_job(1);
+    let observed = Observed {
+        foreign: strs(&["mnist-config", "mnist-ssh"]),
+        ..Observed::default()
+    };
+    let plan = job.plan(&observed, 0);
+    assert_eq!(action_list(&plan.actions), Vec::<String>::new());
+    let events: Vec<(String, String)> = plan
+        .events
+        .iter()
+        .map(|e| (e.reason.clone(), e.message.clone()))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (
+                "ErrResourceExists".to_string(),
+                "Resource \"mnist-config\" already exists and is not managed by MPIJob".to_string()
+            ),
+            (
+                "ErrResourceExists".to_string(),
+                "Resource \"mnist-ssh\" already exists and is not managed by MPIJob".to_string()
+            ),
+        ]
+    );
+}
