@@ -200,14 +200,15 @@ async fn apply(client: &kube::Client, object: &Value) {
 }
 
 /// Least privilege that works: the controller with nothing but deploy/controller/'s RBAC
-/// runs a gang-scheduled job (Lease, PodGroup, pods, Services, status, Events).
+/// runs a gang-scheduled job (Lease, PodGroup, pods, Services, status, Events) and an
+/// elastic PyTorchJob's HorizontalPodAutoscaler.
 async fn the_controller_runs_with_deploys_rbac_alone() {
     let control_plane = control_plane();
     let kubeconfig = deploys_identity(control_plane).await;
     let client = control_plane.client().await;
     let ns = control_plane.namespace("rbac").await;
     let args = [
-        "--kinds=XGBoostJob",
+        "--kinds=XGBoostJob,PyTorchJob",
         "--leader-elect=true",
         "--lease-namespace=gangplank-system",
         "--gang-scheduler=volcano",
@@ -264,6 +265,33 @@ async fn the_controller_runs_with_deploys_rbac_alone() {
         created
             .then_some(())
             .ok_or_else(|| format!("{:#}\n{}", stored["status"], controller.log()))
+    })
+    .await;
+    // An elastic PyTorchJob with metrics gets its HorizontalPodAutoscaler.
+    let mut elastic = jobs::pytorch_job("elastic", 1);
+    let spec = elastic["spec"].as_object_mut().expect("spec");
+    spec.remove("pytorchReplicaSpecs");
+    spec.insert(
+        "pytorchReplicaSpecs".into(),
+        json!({"Worker": {
+            "replicas": 2, "restartPolicy": "OnFailure",
+            "template": {"spec": {"containers": [{"name": "pytorch", "image": jobs::IMAGE}]}},
+        }}),
+    );
+    spec.insert("elasticPolicy".into(), json!({"minReplicas": 1, "maxReplicas": 4, "metrics": [{
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+    }]}));
+    jobs::create(&client, &ns, &elastic, false)
+        .await
+        .expect("created");
+    let hpas: kube::Api<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler> =
+        kube::Api::namespaced(client.clone(), &ns);
+    support::wait_for("the HPA", Duration::from_secs(30), || async {
+        match hpas.get_opt("elastic").await {
+            Ok(Some(hpa)) => Ok(hpa),
+            other => Err(format!("{other:?}\n{}", controller.log())),
+        }
     })
     .await;
     let log = controller.log();

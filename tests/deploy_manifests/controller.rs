@@ -74,6 +74,11 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
         ("", &["persistentvolumeclaims"], &["get"]),
         ("events.k8s.io", &["events"], &["create", "patch"]),
         (
+            "autoscaling",
+            &["horizontalpodautoscalers"],
+            &["get", "create", "patch", "delete"],
+        ),
+        (
             "scheduling.volcano.sh",
             &["podgroups"],
             &["get", "list", "watch", "create", "patch", "delete"],
