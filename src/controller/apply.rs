@@ -51,7 +51,9 @@ pub async fn apply(
         };
         let (batch, after) = rest.split_at(run);
         let results = futures::future::join_all(
-            batch.iter().map(|action| apply_one(client, resource, job, action)),
+            batch
+                .iter()
+                .map(|action| apply_one(client, resource, job, action)),
         )
         .await;
         results.into_iter().collect::<Result<Vec<()>, _>>()?;
