@@ -161,6 +161,22 @@ impl Test {
         .await
     }
 
+    /// Creates `job` (named bert), which must end Failed with `named` in the condition's
+    /// message and without a single pod.
+    async fn assert_fails_creating_nothing(&self, job: &Value, named: &str) {
+        self.create(job).await;
+        let failed = self
+            .wait_condition("bert", "Failed", Duration::from_secs(20))
+            .await;
+        let message = failed["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(named),
+            "the condition names {named}: {failed}"
+        );
+        let pods = pods_of(&self.client, &self.ns, "bert").await;
+        assert!(pods.is_empty(), "no pod was created");
+    }
+
     async fn all_running(&self, name: &str, pods: &[String]) {
         for pod in pods {
             set_running(&self.client, &self.ns, pod, "pytorch").await;
@@ -381,40 +397,16 @@ async fn a_job_the_webhooks_would_refuse_fails_without_a_half_created_gang() {
     // Two Masters: no webhook runs in this suite, as if it had been down.
     let mut job = job("bert", 2);
     job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2.into();
-    t.create(&job).await;
-    let failed = t
-        .wait_condition("bert", "Failed", Duration::from_secs(20))
-        .await;
-    let message = failed["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("Master"),
-        "the condition names the problem: {failed}"
-    );
-    assert!(
-        pods_of(&t.client, &t.ns, "bert").await.is_empty(),
-        "no pod was created"
-    );
+    t.assert_fails_creating_nothing(&job, "Master").await;
 }
 
 /// gangplank's CRDs keep pod templates as written (crds/README.md), so a broken one reaches
-/// the controller: the job fails with the field named, and nothing is created.
+/// the controller: the job fails with the replica named, and nothing is created.
 async fn a_template_the_controller_cannot_read_fails_the_job_naming_it() {
     let t = setup("broken-template").await;
     let mut job = job("bert", 1);
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = "oops".into();
-    t.create(&job).await;
-    let failed = t
-        .wait_condition("bert", "Failed", Duration::from_secs(20))
-        .await;
-    let message = failed["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("Worker"),
-        "the condition names the replica: {failed}"
-    );
-    assert!(
-        pods_of(&t.client, &t.ns, "bert").await.is_empty(),
-        "no pod was created"
-    );
+    t.assert_fails_creating_nothing(&job, "Worker").await;
 }
 
 async fn the_metrics_count_reconciles_and_transitions_by_kind() {

@@ -139,72 +139,12 @@ async fn of_two_replicas_one_leads_and_the_other_takes_over_when_it_dies() {
     wait_pods(&client, &ns, "second", 3).await;
 }
 
-/// deploy/controller/'s ServiceAccount and RBAC, applied to the control plane; a kubeconfig
-/// holding a token of that ServiceAccount and nothing else.
-async fn deploys_identity(control_plane: &ControlPlane) -> std::path::PathBuf {
-    let client = control_plane.client().await;
-    control_plane.ensure_namespace("gangplank-system").await;
-    let dir = support::repo().join("deploy/controller");
-    for file in ["serviceaccount.yaml", "rbac.yaml"] {
-        let text = std::fs::read_to_string(dir.join(file)).expect("manifest");
-        let objects: Vec<Value> = yaml_serde::Deserializer::from_str(&text)
-            .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
-            .collect();
-        for object in objects {
-            apply(&client, &object).await;
-        }
-    }
-    let output = std::process::Command::new(control_plane.assets.kubectl())
-        .arg("--kubeconfig")
-        .arg(&control_plane.kubeconfig)
-        .args([
-            "create",
-            "token",
-            "gangplank-controller",
-            "-n",
-            "gangplank-system",
-        ])
-        .output()
-        .expect("kubectl create token");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let token = String::from_utf8(output.stdout)
-        .expect("token")
-        .trim()
-        .to_string();
-    let admin = std::fs::read_to_string(&control_plane.kubeconfig).expect("kubeconfig");
-    let start = admin.find("token: ").expect("admin token line");
-    let end = admin[start..].find('\n').map_or(admin.len(), |i| start + i);
-    let limited = format!("{}token: {token}{}", &admin[..start], &admin[end..]);
-    let path = control_plane.file("controller-kubeconfig");
-    std::fs::write(&path, limited).expect("write kubeconfig");
-    path
-}
-
-/// Server-side apply of one manifest (plural: the kind lowercased + "s", true of these).
-async fn apply(client: &kube::Client, object: &Value) {
-    let text = |k: &str| object[k].as_str().expect("apiVersion and kind").to_string();
-    let resource = jobs::resource(&text("apiVersion"), &text("kind"));
-    let name = object["metadata"]["name"].as_str().expect("name");
-    let api: kube::Api<kube::api::DynamicObject> = match object["metadata"]["namespace"].as_str() {
-        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
-        None => kube::Api::all_with(client.clone(), &resource),
-    };
-    let params = kube::api::PatchParams::apply("gangplank-tests").force();
-    api.patch(name, &params, &kube::api::Patch::Apply(object))
-        .await
-        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
-}
-
 /// Least privilege that works: the controller with nothing but deploy/controller/'s RBAC
 /// runs a gang-scheduled job (Lease, PodGroup, pods, Services, status, Events) and an
 /// elastic PyTorchJob's HorizontalPodAutoscaler.
 async fn the_controller_runs_with_deploys_rbac_alone() {
     let control_plane = control_plane();
-    let kubeconfig = deploys_identity(control_plane).await;
+    let kubeconfig = support::controller::deploys_identity(control_plane).await;
     let client = control_plane.client().await;
     let ns = control_plane.namespace("rbac").await;
     let args = [

@@ -22,8 +22,9 @@ use crate::job::KindSpec;
 /// Settings of the lifecycle controller, shared by `controller` and `serve --controller`.
 #[derive(Debug, Clone, Args)]
 pub struct ControllerOptions {
-    /// Kinds to run (kubeflow.org/v1). Never run the upstream training-operator on the same
-    /// kinds: both would create each job's pods (deploy/README.md).
+    /// Kinds to run (kubeflow.org/v1; add MPIJob for kubeflow.org/v2beta1 MPIJobs). Never run
+    /// the upstream training-operator or mpi-operator on the same kinds: both would create
+    /// each job's pods (deploy/README.md).
     #[arg(long, value_delimiter = ',', default_values_t = RUNNABLE_KINDS.iter().map(|k| k.to_string()), env = "GANGPLANK_KINDS")]
     pub kinds: Vec<String>,
     /// Gang scheduler whose PodGroups the controller writes: `volcano`, a scheduler-plugins
@@ -155,17 +156,13 @@ impl ControllerOptions {
     fn settings(&self) -> Result<(Vec<&'static KindSpec>, Config), String> {
         let mut kinds = Vec::new();
         for name in &self.kinds {
-            let known = RUNNABLE_KINDS.iter().find(|k| k.eq_ignore_ascii_case(name));
-            let spec = known.and_then(|k| crate::job::lookup("kubeflow.org/v1", k));
-            match spec {
-                Some(spec) => kinds.push(spec),
-                None => {
-                    return Err(format!(
-                        "--kinds: {name} is not one the controller runs ({})",
-                        RUNNABLE_KINDS.join(", ")
-                    ))
-                }
-            }
+            let spec = runnable(name).ok_or_else(|| {
+                format!(
+                    "--kinds: {name} is not one the controller runs ({}, {OPT_IN_MPI})",
+                    RUNNABLE_KINDS.join(", ")
+                )
+            })?;
+            kinds.push(spec);
         }
         let config = Config {
             gang: GangScheduler::from_flag(self.gang_scheduler.trim()),
@@ -179,6 +176,21 @@ impl ControllerOptions {
         };
         Ok((kinds, config))
     }
+}
+
+/// MPIJob runs only when named in --kinds: it is kubeflow.org/v2beta1 (the mpi-operator's
+/// API), and a cluster that runs the mpi-operator must stop it first.
+const OPT_IN_MPI: &str = "and MPIJob (kubeflow.org/v2beta1) when named";
+
+/// The kind table row of a kind the controller runs, by name (any case).
+fn runnable(name: &str) -> Option<&'static KindSpec> {
+    if name.eq_ignore_ascii_case("MPIJob") {
+        return crate::job::lookup("kubeflow.org/v2beta1", "MPIJob");
+    }
+    let known = RUNNABLE_KINDS
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(name))?;
+    crate::job::lookup("kubeflow.org/v1", known)
 }
 
 /// This replica's name in the Lease and in Events: the pod name, made unique per process so

@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::naming::OPERATOR_NAME;
 use super::{Action, Observed};
 
 /// A create the cache never shows (a dropped watch event, a create that failed after all) is
@@ -43,10 +44,18 @@ impl Expectations {
         let names: BTreeSet<String> = actions
             .iter()
             .filter_map(|a| match a {
-                Action::CreatePod(pod) => pod.metadata.name.clone(),
-                Action::CreateService(service) => service.metadata.name.clone(),
+                Action::CreatePod(pod) => Some(&pod.metadata),
+                Action::CreateService(service) => Some(&service.metadata),
                 _ => None,
             })
+            // Only what the caches can show: they watch by the operator-name label, and an
+            // object without it would hold its job back for the whole PATIENCE.
+            .filter(|meta| {
+                meta.labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(OPERATOR_NAME))
+            })
+            .filter_map(|meta| meta.name.clone())
             .collect();
         if names.is_empty() {
             return;
@@ -70,6 +79,11 @@ mod tests {
     fn pod(name: &str) -> Pod {
         let mut pod = Pod::default();
         pod.metadata.name = Some(name.to_string());
+        let label = (
+            OPERATOR_NAME.to_string(),
+            "pytorchjob-controller".to_string(),
+        );
+        pod.metadata.labels = Some([label].into());
         pod
     }
 
@@ -89,6 +103,17 @@ mod tests {
         assert!(expectations.outstanding("uid", &observed).is_empty());
         assert!(expectations
             .outstanding("other", &Observed::default())
+            .is_empty());
+    }
+
+    #[test]
+    fn an_object_the_caches_cannot_show_is_not_expected() {
+        let expectations = Expectations::default();
+        let mut unlabelled = pod("a-worker-0");
+        unlabelled.metadata.labels = None;
+        expectations.created("uid", &[Action::CreatePod(Box::new(unlabelled))]);
+        assert!(expectations
+            .outstanding("uid", &Observed::default())
             .is_empty());
     }
 }

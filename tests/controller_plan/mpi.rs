@@ -104,7 +104,9 @@ fn all_resources_are_created_in_order() {
         Some(json!({
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": "mnist-ssh", "namespace": "team-a", "labels": {"app": "mnist"},
+            "metadata": {"name": "mnist-ssh", "namespace": "team-a", "labels": {"app": "mnist",
+                "training.kubeflow.org/job-name": "mnist",
+                "training.kubeflow.org/operator-name": "mpi-operator"},
                 "ownerReferences": owner},
             "type": "kubernetes.io/ssh-auth",
         }))
@@ -118,7 +120,9 @@ fn all_resources_are_created_in_order() {
         Some(json!({
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": "mnist", "namespace": "team-a", "labels": {"app": "mnist"},
+            "metadata": {"name": "mnist", "namespace": "team-a", "labels": {"app": "mnist",
+                "training.kubeflow.org/job-name": "mnist",
+                "training.kubeflow.org/operator-name": "mpi-operator"},
                 "ownerReferences": owner},
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": false, "selector": {
                 "training.kubeflow.org/job-name": "mnist",

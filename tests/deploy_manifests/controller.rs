@@ -55,6 +55,7 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
         "xgboostjobs",
         "paddlejobs",
         "jaxjobs",
+        "mpijobs",
     ];
     let statuses = jobs.map(|j| format!("{j}/status"));
     let statuses: Vec<&str> = statuses.iter().map(String::as_str).collect();
@@ -72,6 +73,8 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
         ),
         ("", &["events"], &["list"]),
         ("", &["persistentvolumeclaims"], &["get"]),
+        ("", &["configmaps"], &["get", "create", "patch"]),
+        ("", &["secrets"], &["get", "create"]),
         ("events.k8s.io", &["events"], &["create", "patch"]),
         (
             "autoscaling",

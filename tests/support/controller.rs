@@ -129,3 +129,63 @@ fn now() -> String {
         .map(|t| t.to_string())
         .unwrap_or_default()
 }
+
+/// deploy/controller/'s ServiceAccount and RBAC, applied to the control plane; a kubeconfig
+/// holding a token of that ServiceAccount and nothing else.
+pub async fn deploys_identity(control_plane: &ControlPlane) -> std::path::PathBuf {
+    let client = control_plane.client().await;
+    control_plane.ensure_namespace("gangplank-system").await;
+    let dir = super::repo().join("deploy/controller");
+    for file in ["serviceaccount.yaml", "rbac.yaml"] {
+        let text = std::fs::read_to_string(dir.join(file)).expect("manifest");
+        let objects: Vec<Value> = yaml_serde::Deserializer::from_str(&text)
+            .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
+            .collect();
+        for object in objects {
+            apply(&client, &object).await;
+        }
+    }
+    let output = std::process::Command::new(control_plane.assets.kubectl())
+        .arg("--kubeconfig")
+        .arg(&control_plane.kubeconfig)
+        .args([
+            "create",
+            "token",
+            "gangplank-controller",
+            "-n",
+            "gangplank-system",
+        ])
+        .output()
+        .expect("kubectl create token");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let token = String::from_utf8(output.stdout)
+        .expect("token")
+        .trim()
+        .to_string();
+    let admin = std::fs::read_to_string(&control_plane.kubeconfig).expect("kubeconfig");
+    let start = admin.find("token: ").expect("admin token line");
+    let end = admin[start..].find('\n').map_or(admin.len(), |i| start + i);
+    let limited = format!("{}token: {token}{}", &admin[..start], &admin[end..]);
+    let path = control_plane.file("controller-kubeconfig");
+    std::fs::write(&path, limited).expect("write kubeconfig");
+    path
+}
+
+/// Server-side apply of one manifest (plural: the kind lowercased + "s", true of these).
+pub async fn apply(client: &kube::Client, object: &Value) {
+    let text = |k: &str| object[k].as_str().expect("apiVersion and kind").to_string();
+    let resource = super::jobs::resource(&text("apiVersion"), &text("kind"));
+    let name = object["metadata"]["name"].as_str().expect("name");
+    let api: kube::Api<kube::api::DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
+        None => kube::Api::all_with(client.clone(), &resource),
+    };
+    let params = kube::api::PatchParams::apply("gangplank-tests").force();
+    api.patch(name, &params, &kube::api::Patch::Apply(object))
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+}

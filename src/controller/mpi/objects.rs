@@ -103,7 +103,14 @@ fn meta(job: &JobSnapshot, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         namespace: Some(job.namespace.clone()),
-        labels: Some(BTreeMap::from([("app".to_string(), job.name.clone())])),
+        // `app` as the mpi-operator sets it; the job's labels so that the controller's
+        // caches (selected by operator-name) see the Service it made.
+        labels: Some(
+            naming::job_labels(job)
+                .into_iter()
+                .chain([("app".to_string(), job.name.clone())])
+                .collect(),
+        ),
         owner_references: Some(vec![naming::owner_reference(job)]),
         ..ObjectMeta::default()
     }
