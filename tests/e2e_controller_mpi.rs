@@ -15,8 +15,45 @@ use support::{jobs, ControlPlane, Crds};
 
 e2e_suite!(
     "e2e_controller_mpi",
-    [the_upstream_pi_example_runs_to_success_with_deploys_rbac]
+    [
+        the_upstream_pi_example_runs_to_success_with_deploys_rbac,
+        every_upstream_v2beta1_example_reaches_its_pods,
+        wait_for_workers_ready_holds_the_launcher_until_the_workers_run,
+        suspend_deletes_the_pods_and_resume_brings_them_back,
+    ]
 );
+
+/// One controller (admin credentials) for the tests below; the RBAC test starts its own.
+fn controller() -> &'static ControlPlane {
+    static CONTROLLER: std::sync::OnceLock<Controller> = std::sync::OnceLock::new();
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::MpiV2beta1);
+    CONTROLLER.get_or_init(|| {
+        let args = [
+            "--kinds=MPIJob",
+            "--leader-elect=false",
+            "--gang-scheduler=",
+        ];
+        Controller::start(control_plane, "controller-mpi-admin", &args)
+    });
+    control_plane
+}
+
+/// The upstream v2beta1 examples (pi for OpenMPI, Intel MPI and MPICH, Horovod, benchmarks).
+fn examples() -> Vec<Value> {
+    let dir = support::corpus().join("upstream-examples/mpi-operator/v2beta1");
+    let mut found = Vec::new();
+    for sub in std::fs::read_dir(&dir).expect("v2beta1 examples").flatten() {
+        for file in std::fs::read_dir(sub.path())
+            .expect("example dir")
+            .flatten()
+        {
+            let text = std::fs::read_to_string(file.path()).expect("example");
+            found.push(yaml_serde::from_str(&text).expect("YAML"));
+        }
+    }
+    assert!(found.len() >= 5, "{} examples", found.len());
+    found
+}
 
 fn pi() -> Value {
     let path = support::corpus().join("upstream-examples/mpi-operator/v2beta1/pi/pi.yaml");
@@ -103,4 +140,73 @@ async fn the_upstream_pi_example_runs_to_success_with_deploys_rbac() {
         !log.contains("forbidden") && !log.contains("Forbidden"),
         "{log}"
     );
+}
+
+/// Each example runs in a namespace of its own (three are called `pi`) with the second
+/// controller, to the point where every pod exists.
+async fn every_upstream_v2beta1_example_reaches_its_pods() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    for example in examples() {
+        let ns = control_plane.namespace("mpi-example").await;
+        jobs::create(&client, &ns, &example, false)
+            .await
+            .expect("created");
+        let name = example["metadata"]["name"].as_str().expect("name");
+        let specs = &example["spec"]["mpiReplicaSpecs"];
+        let workers = specs["Worker"]["replicas"].as_u64().unwrap_or(0) as usize;
+        let mut expected: Vec<String> = vec![format!("{name}-launcher")];
+        expected.extend((0..workers).map(|i| format!("{name}-worker-{i}")));
+        let names = wait_pods(&client, &ns, name, expected.len()).await;
+        assert_eq!(names, expected, "{ns}/{name}");
+    }
+}
+
+fn pi_in(ns: &str) -> Value {
+    let mut job = pi();
+    job["metadata"]["namespace"] = ns.into();
+    job
+}
+
+async fn wait_for_workers_ready_holds_the_launcher_until_the_workers_run() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-wait").await;
+    let mut job = pi_in(&ns);
+    job["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady".into();
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .expect("created");
+    let names = wait_pods(&client, &ns, "pi", 2).await;
+    assert_eq!(
+        names,
+        ["pi-worker-0", "pi-worker-1"],
+        "no launcher before the workers run"
+    );
+    for worker in ["pi-worker-0", "pi-worker-1"] {
+        set_running(&client, &ns, worker, "mpi-worker").await;
+    }
+    let names = wait_pods(&client, &ns, "pi", 3).await;
+    assert_eq!(names, ["pi-launcher", "pi-worker-0", "pi-worker-1"]);
+}
+
+async fn suspend_deletes_the_pods_and_resume_brings_them_back() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-suspend").await;
+    jobs::create(&client, &ns, &pi_in(&ns), false)
+        .await
+        .expect("created");
+    wait_pods(&client, &ns, "pi", 3).await;
+    let api = jobs::api_for(&client, &ns, &pi());
+    let patch = |suspend: bool| serde_json::json!({"spec": {"runPolicy": {"suspend": suspend}}});
+    let params = kube::api::PatchParams::default();
+    api.patch("pi", &params, &kube::api::Patch::Merge(&patch(true)))
+        .await
+        .expect("suspend");
+    wait_pods(&client, &ns, "pi", 0).await;
+    api.patch("pi", &params, &kube::api::Patch::Merge(&patch(false)))
+        .await
+        .expect("resume");
+    wait_pods(&client, &ns, "pi", 3).await;
 }

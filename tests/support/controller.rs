@@ -110,9 +110,12 @@ async fn set_pod_status(
 ) {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let ready = phase == "Running";
+    // The kubelet's pod conditions: Ready follows the containers.
+    let ready_condition = if ready { "True" } else { "False" };
     let status = json!({"status": {
         "phase": phase,
         "startTime": now(),
+        "conditions": [{"type": "Ready", "status": ready_condition, "lastTransitionTime": now()}],
         "containerStatuses": [{
             "name": container, "image": "test", "imageID": "", "ready": ready,
             "restartCount": 0, "state": state,
