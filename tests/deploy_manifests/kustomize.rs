@@ -10,9 +10,36 @@ use serde_json::Value;
 use crate::policies::PolicyFiles;
 use crate::support::*;
 
-/// `kubectl kustomize DIR` as JSON documents, or `None` when kubectl is not installed.
+/// kubectl: on PATH, else the one of the kube test binaries (KUBEBUILDER_ASSETS, or
+/// `~/.cache/kube-test-assets/<version>/`, where ../shared/tools/kube-test-assets.sh puts it).
+fn kubectl() -> PathBuf {
+    let on_path = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output();
+    if on_path.is_ok() {
+        return PathBuf::from("kubectl");
+    }
+    let assets = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from);
+    let cache = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kube-test-assets"));
+    let cached = cache
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .max();
+    assets
+        .into_iter()
+        .chain(cached)
+        .map(|dir| dir.join("kubectl"))
+        .find(|k| k.is_file())
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+/// `kubectl kustomize DIR` as JSON documents, or `None` when no kubectl is installed.
 fn kustomize(dir: &Path) -> Option<Vec<Value>> {
-    let output = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
+    let output = match Command::new(kubectl()).arg("kustomize").arg(dir).output() {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => panic!("kubectl: {e}"),
@@ -55,7 +82,8 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         // Written to stderr directly: libtest captures eprintln!, and a skip must be seen.
         let _ = writeln!(
             std::io::stderr(),
-            "skipped: kubectl not on PATH (the kustomize build check needs it; no cluster)"
+            "skipped: no kubectl on PATH or among the kube test binaries (the kustomize build \
+             check needs it; no cluster)"
         );
         return;
     };
