@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use futures::FutureExt as _;
 use kube::runtime::events::Reporter;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use super::{exit, parse_duration};
 use crate::controller::leader::{Elector, LeaseConfig};
@@ -102,13 +102,10 @@ impl ControllerOptions {
                 return exit::UNREADABLE;
             }
         };
-        let client = match kube::Client::try_default().await {
-            Ok(client) => client,
-            Err(e) => {
-                error!(error = %error_chain(&e), "cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)");
-                return exit::UNREADABLE;
-            }
+        let Some(client) = connect().await else {
+            return exit::UNREADABLE;
         };
+
         let metrics = Arc::new(ControllerMetrics::new());
         if let Err(message) = serve_metrics(&self.controller_metrics_addr, metrics.clone()).await {
             error!(error = %message, "cannot serve controller metrics");
@@ -191,6 +188,34 @@ fn runnable(name: &str) -> Option<&'static KindSpec> {
         .iter()
         .find(|k| k.eq_ignore_ascii_case(name))?;
     crate::job::lookup("kubeflow.org/v1", known)
+}
+
+/// A client from the in-cluster config or KUBECONFIG; says which API server it talks to, and
+/// warns (naming it) when that server does not answer yet — the watches retry on their own.
+async fn connect() -> Option<kube::Client> {
+    let config = match kube::Config::infer().await {
+        Ok(config) => config,
+        Err(e) => {
+            error!(error = %error_chain(&e), "no Kubernetes API configuration (in-cluster or KUBECONFIG)");
+            return None;
+        }
+    };
+    let url = config.cluster_url.to_string();
+    let client = match kube::Client::try_from(config) {
+        Ok(client) => client,
+        Err(e) => {
+            error!(%url, error = %error_chain(&e), "cannot build a client for the Kubernetes API");
+            return None;
+        }
+    };
+    match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
+        Ok(Ok(version)) => info!(%url, version = %version.git_version, "Kubernetes API"),
+        Ok(Err(e)) => {
+            warn!(%url, error = %error_chain(&e), "the Kubernetes API does not answer yet; retrying")
+        }
+        Err(_) => warn!(%url, "the Kubernetes API did not answer within 10 s; retrying"),
+    }
+    Some(client)
 }
 
 /// This replica's name in the Lease and in Events: the pod name, made unique per process so
