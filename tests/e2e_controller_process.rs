@@ -18,6 +18,7 @@ e2e_suite!(
         of_two_replicas_one_leads_and_the_other_takes_over_when_it_dies,
         the_controller_runs_with_deploys_rbac_alone,
         serve_with_controller_answers_webhooks_and_runs_jobs,
+        sigterm_stops_the_controller_and_releases_its_lease,
     ]
 );
 
@@ -302,4 +303,47 @@ async fn serve_with_controller_answers_webhooks_and_runs_jobs() {
         .await;
     let status = ready.map(|r| r.status().as_u16()).unwrap_or_default();
     assert_eq!(status, 200, "{}", server.log_text());
+}
+
+/// What the kubelet does on a rollout: SIGTERM. The leader stops and gives its Lease up, so
+/// the other replica need not wait out the lease duration.
+async fn sigterm_stops_the_controller_and_releases_its_lease() {
+    let control_plane = control_plane();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("sigterm").await;
+    let lease_ns = format!("--lease-namespace={ns}");
+    let args = [
+        "--kinds=JAXJob",
+        "--leader-elect=true",
+        lease_ns.as_str(),
+        "--gang-scheduler=",
+    ];
+    let mut controller = Controller::start(control_plane, "controller-sigterm", &args);
+    support::wait_for("leading", Duration::from_secs(30), || async {
+        let leads = controller.log().contains("\"leading\"");
+        leads.then_some(()).ok_or_else(|| "not yet".to_string())
+    })
+    .await;
+    let pid = controller
+        .process
+        .server_pid()
+        .expect("the controller runs");
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while controller.process.check_running().is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 15 s after SIGTERM:\n{}",
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), &ns);
+    let lease = leases.get("gangplank-controller").await.expect("the Lease");
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    assert_eq!(holder, None, "released on shutdown");
 }
