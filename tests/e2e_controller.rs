@@ -112,15 +112,8 @@ impl Test {
         let deadline = std::time::Instant::now() + limit;
         loop {
             let job = self.get(name).await;
-            let conditions = job["status"]["conditions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let found = conditions
-                .iter()
-                .find(|c| c["type"] == type_ && c["status"] == "True");
-            if let Some(condition) = found {
-                return condition.clone();
+            if let Some(condition) = jobs::true_condition(&job, type_) {
+                return condition;
             }
             if std::time::Instant::now() >= deadline {
                 panic!(

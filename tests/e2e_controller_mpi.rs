@@ -124,14 +124,8 @@ async fn the_upstream_pi_example_runs_to_success_with_deploys_rbac() {
     support::wait_for("pi Succeeded", Duration::from_secs(30), || async {
         let job =
             serde_json::to_value(api.get("pi").await.map_err(|e| e.to_string())?).expect("JSON");
-        let conditions = job["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let done = conditions
-            .iter()
-            .any(|c| c["type"] == "Succeeded" && c["status"] == "True");
-        done.then_some(())
+        jobs::true_condition(&job, "Succeeded")
+            .map(drop)
             .ok_or_else(|| format!("{:#}\n{}", job["status"], controller.log()))
     })
     .await;

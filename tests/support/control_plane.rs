@@ -251,7 +251,7 @@ impl ControlPlane {
                 match request.send().await {
                     Ok(response) if response.status().is_success() => break,
                     Ok(response) => last = format!("{path}: {}", response.status()),
-                    Err(e) => last = format!("{path}: {}", super::error_chain(&e)),
+                    Err(e) => last = format!("{path}: {}", gangplank::error_chain(&e)),
                 }
                 if Instant::now() >= deadline {
                     let logs = self.log_tail("kube-apiserver", 30);

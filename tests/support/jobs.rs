@@ -82,3 +82,12 @@ pub fn refusal(result: Result<Value, kube::Error>) -> (u16, String) {
         Ok(object) => panic!("expected a refusal from the apiserver, got {object}"),
     }
 }
+
+/// The condition of `type_` with status True in `job`'s status, if it has one.
+pub fn true_condition(job: &Value, type_: &str) -> Option<Value> {
+    let conditions = job["status"]["conditions"].as_array()?;
+    conditions
+        .iter()
+        .find(|c| c["type"] == type_ && c["status"] == "True")
+        .cloned()
+}

@@ -50,17 +50,6 @@ pub fn gangplank() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_gangplank"))
 }
 
-/// "error sending request" alone does not say refused, reset or a certificate problem.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
-}
-
 /// Runs `make()`'s future to completion on a thread of its own with its own runtime.
 ///
 /// For set-up that outlives the test that triggers it (the shared control plane, the
