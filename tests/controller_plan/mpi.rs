@@ -48,27 +48,6 @@ fn config_data(job: &Job) -> Value {
     json!(config_map(&plan.actions).and_then(|c| c.data.clone()))
 }
 
-/// The kinds and names of the actions, in order.
-fn action_list(actions: &[Action]) -> Vec<String> {
-    actions
-        .iter()
-        .map(|a| match a {
-            Action::CreateConfigMap(c) => format!("configmap {}", name(&c.metadata.name)),
-            Action::UpdateConfigMap { name, .. } => format!("update configmap {name}"),
-            Action::CreateSshSecret(s) => format!("secret {}", name(&s.metadata.name)),
-            Action::CreateService(s) => format!("service {}", name(&s.metadata.name)),
-            Action::CreatePod(p) => format!("pod {}", name(&p.metadata.name)),
-            Action::DeletePod { name, .. } => format!("delete pod {name}"),
-            Action::DeleteService { name, .. } => format!("delete service {name}"),
-            other => format!("{other:?}"),
-        })
-        .collect()
-}
-
-fn name(n: &Option<String>) -> String {
-    n.clone().unwrap_or_default()
-}
-
 fn pod_json(plan: &gangplank::controller::Plan, pod: &str) -> Value {
     json!(created_pod(plan, pod))
 }
