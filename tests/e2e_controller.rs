@@ -27,6 +27,7 @@ e2e_suite!(
         a_job_the_webhooks_would_refuse_fails_without_a_half_created_gang,
         a_template_the_controller_cannot_read_fails_the_job_naming_it,
         the_metrics_count_reconciles_and_transitions_by_kind,
+        an_elastic_job_scaled_through_its_scale_subresource_follows,
     ]
 );
 
@@ -435,5 +436,55 @@ async fn the_metrics_count_reconciles_and_transitions_by_kind() {
         value("gangplank_controller_leader"),
         0.0,
         "no leader election in this suite"
+    );
+}
+
+/// What the HPA does to an elastic PyTorchJob: it writes Worker replicas through the /scale
+/// subresource (crds/ declares it). The controller adds the pod with the new WORLD_SIZE and
+/// min:max bounds, and removes the surplus pod when scaled back.
+async fn an_elastic_job_scaled_through_its_scale_subresource_follows() {
+    let t = setup("elastic-scale").await;
+    let mut elastic = job("gpt", 1);
+    elastic["spec"]["elasticPolicy"] =
+        json!({"minReplicas": 1, "maxReplicas": 4, "rdzvBackend": "c10d"});
+    t.create(&elastic).await;
+    wait_pods(&t.client, &t.ns, "gpt", 2).await;
+    let api = jobs::pytorch_api(&t.client, &t.ns);
+    let scale = |n: u32| json!({"spec": {"replicas": n}});
+    let params = PatchParams::default();
+    api.patch_scale("gpt", &params, &Patch::Merge(&scale(3)))
+        .await
+        .expect("scaled up through /scale");
+    let names = wait_pods(&t.client, &t.ns, "gpt", 4).await;
+    assert_eq!(
+        names,
+        [
+            "gpt-master-0",
+            "gpt-worker-0",
+            "gpt-worker-1",
+            "gpt-worker-2"
+        ]
+    );
+    let pods = pods_of(&t.client, &t.ns, "gpt").await;
+    let newest = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("gpt-worker-2"))
+        .expect("worker-2");
+    let env = env_of(newest);
+    for (name, value) in [("WORLD_SIZE", "4"), ("RANK", "3"), ("PET_NNODES", "1:4")] {
+        assert!(
+            env.contains(&(name.to_string(), value.to_string())),
+            "{name}={value} not in {env:?}"
+        );
+    }
+    api.patch_scale("gpt", &params, &Patch::Merge(&scale(1)))
+        .await
+        .expect("scaled down through /scale");
+    let names = wait_pods(&t.client, &t.ns, "gpt", 2).await;
+    assert_eq!(
+        names,
+        ["gpt-master-0", "gpt-worker-0"],
+        "{}",
+        controller_log(&t.ns)
     );
 }
