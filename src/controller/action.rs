@@ -83,6 +83,11 @@ pub enum Action {
     /// pair and fills `data` (the planner is pure). An existing Secret is never planned again,
     /// so the key is never rotated under a running job.
     CreateSshSecret(Box<Secret>),
+    /// The SSH Secret lost a key (edited by hand): merge-patch a freshly generated pair into
+    /// its `data`. Pods see the new files through their Secret volume.
+    RepairSshSecret {
+        name: String,
+    },
     /// MPIJob v1: the launcher's ServiceAccount `<job>-launcher` (see
     /// [`mpi::kubexec`](super::mpi::kubexec)).
     CreateServiceAccount(Box<ServiceAccount>),

@@ -173,6 +173,19 @@ async fn apply_one(
             // 409: a Secret exists already and keeps its key (never rotated).
             ("create ssh secret", name, exists_ok(result))
         }
+        Action::RepairSshSecret { name } => {
+            let result = match with_new_key(&Secret::default()) {
+                Ok(fresh) => {
+                    let patch = json!({ "data": fresh.data });
+                    secrets
+                        .patch(name, &merge, &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
+                }
+                Err(e) => Err(kube::Error::Service(Box::new(e))),
+            };
+            ("repair ssh secret", name.clone(), result)
+        }
         Action::CreateServiceAccount(account) => {
             let name = account.metadata.name.clone().unwrap_or_default();
             let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);

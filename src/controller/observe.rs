@@ -14,7 +14,8 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
-use super::observed::{ClusterFacts, LauncherRbac, Observed};
+use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
+use super::observed::{ClusterFacts, LauncherRbac, Observed, SshSecret};
 use super::snapshot::JobSnapshot;
 use super::{mpi, naming, podgroup, Config};
 
@@ -67,8 +68,8 @@ pub async fn observe(
     })
 }
 
-/// An MPIJob's shared objects: the ConfigMap, then v2beta1's SSH Secret (its metadata only:
-/// the key is never read) or v1's launcher ServiceAccount, Role and RoleBinding. One of
+/// An MPIJob's shared objects: the ConfigMap, then v2beta1's SSH Secret (read whole, to see
+/// that its keys are there; the keys are not kept) or v1's launcher ServiceAccount, Role and RoleBinding. One of
 /// those names held by an object the job does not control (say, an MPIJob of the same name
 /// of the other version) is reported in `foreign`, never adopted.
 async fn read_mpi_objects(
@@ -87,8 +88,8 @@ async fn read_mpi_objects(
     if mpi::is_v2(job) {
         let name = mpi::secret_name(job);
         let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let secret = secrets.get_metadata_opt(&name).await?;
-        found.ssh_secret = ours(secret, &name, job, foreign).is_some();
+        let secret = ours(secrets.get_opt(&name).await?, &name, job, foreign);
+        found.ssh_secret = secret.as_ref().map_or(SshSecret::Absent, ssh_secret_state);
         return Ok(found);
     }
     let name = mpi::launcher_name(job);
@@ -100,6 +101,20 @@ async fn read_mpi_objects(
     rbac.role = ours(roles.get_opt(&name).await?, &name, job, foreign);
     rbac.role_binding = ours(bindings.get_opt(&name).await?, &name, job, foreign).is_some();
     Ok(found)
+}
+
+/// Intact when both keys are there and not empty; the key itself is not judged (a pair we
+/// wrote is valid, and rewriting a user's working key would log running ranks out).
+fn ssh_secret_state(secret: &Secret) -> SshSecret {
+    let data = secret.data.as_ref();
+    let has = |key: &str| {
+        data.and_then(|d| d.get(key))
+            .is_some_and(|v| !v.0.is_empty())
+    };
+    match has(SSH_PRIVATE_KEY) && has(SSH_PUBLIC_KEY) {
+        true => SshSecret::Intact,
+        false => SshSecret::Damaged,
+    }
 }
 
 /// `found` if the job controls it; a name held by anything else goes into `foreign`.
@@ -122,7 +137,7 @@ fn ours<K: ResourceExt>(
 #[derive(Default)]
 struct MpiObjects {
     config_map: Option<ConfigMap>,
-    ssh_secret: bool,
+    ssh_secret: SshSecret,
     launcher_rbac: LauncherRbac,
     foreign: Vec<String>,
 }

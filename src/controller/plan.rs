@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::action::{Action, DeleteReason, Event, Plan};
 use super::config::{Config, StuckAction};
 use super::deadlines::{self, Deadline};
-use super::observed::Observed;
+use super::observed::{Observed, SshSecret};
 use super::replicas::{self, phase, Slots};
 use super::restart::{self, BackoffCount, FailedPod};
 use super::snapshot::JobSnapshot;
@@ -288,9 +288,24 @@ impl<'a> Planner<'a> {
     /// v2beta1: the SSH Secret (never rewritten once it exists) and the headless Service.
     fn ssh_objects(&mut self) {
         let (job, observed) = (self.job, self.observed);
-        if !observed.ssh_secret {
-            let secret = mpi::objects::ssh_secret(job);
-            self.push(Action::CreateSshSecret(Box::new(secret)));
+        match observed.ssh_secret {
+            SshSecret::Absent => {
+                let secret = mpi::objects::ssh_secret(job);
+                self.push(Action::CreateSshSecret(Box::new(secret)));
+            }
+            SshSecret::Damaged => {
+                let msg = format!(
+                    "Secret {:?} lost its keys; writing a new pair",
+                    mpi::secret_name(job)
+                );
+                self.out
+                    .events
+                    .push(Event::warning("SSHSecretRepaired", msg));
+                self.push(Action::RepairSshSecret {
+                    name: mpi::secret_name(job),
+                });
+            }
+            SshSecret::Intact => {}
         }
         if !observed.has_service(&job.name) {
             let service = mpi::objects::service(job);

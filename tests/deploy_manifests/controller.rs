@@ -78,7 +78,7 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
             &["configmaps"],
             &["get", "list", "watch", "create", "patch"],
         ),
-        ("", &["secrets"], &["get", "create"]),
+        ("", &["secrets"], &["get", "create", "patch"]),
         ("", &["serviceaccounts"], &["get", "create"]),
         ("", &["pods/exec"], &["create"]),
         (
