@@ -48,7 +48,7 @@ pub struct MPIJobSpec {
     #[schemars(extend("default" = "/root/.ssh"))]
     pub ssh_auth_mount_path: Option<String>,
     /// AtStartup, or WaitForWorkersReady: create the launcher once every worker is Ready.
-    /// Not an enum in the CRD, as upstream (the controller checks it).
+    /// Not an enum in the CRD, as upstream (the validating webhook checks it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "AtStartup"))]
     pub launcher_creation_policy: Option<String>,
@@ -84,7 +84,7 @@ pub struct RunPolicy {
     pub suspend: Option<bool>,
     /// The controller that runs this job: unset or `kubeflow.org/mpi-operator` for gangplank
     /// (or the mpi-operator), `kueue.x-k8s.io/multikueue` for MultiKueue. Immutable. Neither
-    /// rule is in upstream's CRD (the mpi-operator's validation checks them), nor in ours.
+    /// rule is in upstream's CRD, nor in ours: the validating webhook checks both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
 }

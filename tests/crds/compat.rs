@@ -12,6 +12,7 @@ use super::{generated, generated_values};
 /// One way our CRD differs from upstream's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Difference {
+    /// The kind and its version, `MPIJob v2beta1`.
     pub kind: String,
     /// Where: `crd.<field>`, or a schema path such as `spec.pytorchReplicaSpecs{}.template`
     /// (`{}` for a map's values, `[]` for a list's items).
@@ -308,11 +309,19 @@ pub fn our_crds_differ_from_upstream_only_as_intended() {
     let mut unintended = Vec::new();
     let mut used = vec![false; INTENDED.len()];
     for (file, ours) in generated().iter().zip(generated_values()) {
-        let kind = ours
-            .pointer("/spec/names/kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        for d in compare(kind, &upstream_crd(&file.path), &ours) {
+        // `MPIJob v2beta1`: the kind alone does not tell the two MPIJob CRDs apart.
+        let text = |v: &Value, ptr: &str| {
+            v.pointer(ptr)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let versions: Vec<String> = versions(&ours)
+            .into_iter()
+            .map(|v| text(v, "/name"))
+            .collect();
+        let kind = format!("{} {}", text(&ours, "/spec/names/kind"), versions.join(","));
+        for d in compare(&kind, &upstream_crd(&file.path), &ours) {
             match INTENDED.iter().position(|i| i.covers(&d)) {
                 Some(i) => used[i] = true,
                 None => unintended.push(d.to_string()),
