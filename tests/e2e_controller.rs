@@ -28,6 +28,7 @@ e2e_suite!(
         a_template_the_controller_cannot_read_fails_the_job_naming_it,
         the_metrics_count_reconciles_and_transitions_by_kind,
         an_elastic_job_scaled_through_its_scale_subresource_follows,
+        the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd,
     ]
 );
 
@@ -44,6 +45,7 @@ fn control_plane() -> &'static ControlPlane {
         METRICS_PORT.get_or_init(|| port);
         let metrics = format!("--controller-metrics-addr=127.0.0.1:{port}");
         let args = [
+            "--kinds=PyTorchJob,TFJob,XGBoostJob,PaddleJob,JAXJob,MPIJob",
             "--leader-elect=false",
             "--gang-scheduler=",
             "--start-deadline=0s",
@@ -486,5 +488,33 @@ async fn an_elastic_job_scaled_through_its_scale_subresource_follows() {
         ["gpt-master-0", "gpt-worker-0"],
         "{}",
         controller_log(&t.ns)
+    );
+}
+
+/// crds/kubeflow.org_mpijobs.v2beta1.yaml in use: the upstream `pi` example is stored with
+/// the CRD's defaults and reaches its launcher and workers.
+async fn the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd() {
+    let t = setup("mpi-own-crd").await;
+    let path = support::corpus().join("upstream-examples/mpi-operator/v2beta1/pi/pi.yaml");
+    let text = std::fs::read_to_string(path).expect("the corpus's pi.yaml");
+    let pi: Value = yaml_serde::from_str(&text).expect("YAML");
+    t.create(&pi).await;
+    let names = wait_pods(&t.client, &t.ns, "pi", 3).await;
+    assert_eq!(
+        names,
+        ["pi-launcher", "pi-worker-0", "pi-worker-1"],
+        "{}",
+        controller_log(&t.ns)
+    );
+    let api = jobs::api_for(&t.client, &t.ns, &pi);
+    let stored = serde_json::to_value(api.get("pi").await.expect("pi")).expect("JSON");
+    assert_eq!(
+        (
+            stored["spec"]["runLauncherAsWorker"].clone(),
+            stored["spec"]["launcherCreationPolicy"].clone(),
+            stored["spec"]["mpiImplementation"].clone(),
+        ),
+        (json!(false), json!("AtStartup"), json!("OpenMPI")),
+        "the CRD's defaults"
     );
 }
