@@ -131,30 +131,7 @@ impl Test {
 
     /// Waits until an Event with `reason` was recorded in the namespace; its note.
     async fn wait_event(&self, reason: &str) -> String {
-        let api: kube::Api<k8s_openapi::api::events::v1::Event> =
-            kube::Api::namespaced(self.client.clone(), &self.ns);
-        support::wait_for(
-            &format!("event {reason}"),
-            Duration::from_secs(20),
-            || async {
-                let events = api
-                    .list(&Default::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let reasons: Vec<String> = events
-                    .items
-                    .iter()
-                    .filter_map(|e| e.reason.clone())
-                    .collect();
-                events
-                    .items
-                    .iter()
-                    .find(|e| e.reason.as_deref() == Some(reason))
-                    .map(|e| e.note.clone().unwrap_or_default())
-                    .ok_or_else(|| format!("events: {reasons:?}"))
-            },
-        )
-        .await
+        jobs::wait_event(&self.client, &self.ns, reason).await
     }
 
     /// Creates `job` (named bert), which must end Failed with `named` in the condition's

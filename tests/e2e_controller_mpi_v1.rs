@@ -23,6 +23,7 @@ e2e_suite!(
         the_upstream_mnist_example_runs_to_success_with_deploys_rbac,
         every_upstream_v1_example_reaches_its_pods,
         a_deleted_or_edited_config_map_is_repaired_not_duplicated,
+        a_config_map_of_another_owner_is_never_adopted,
     ]
 );
 
@@ -213,4 +214,53 @@ async fn wait_data(
         },
     )
     .await;
+}
+
+/// A `<job>-config` someone else made (say, for an MPIJob of the other version) is neither
+/// rewritten nor mounted: the job waits with ErrResourceExists and starts once it is gone.
+async fn a_config_map_of_another_owner_is_never_adopted() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-v1-foreign").await;
+    let config: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let foreign: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "tensorflow-mnist-config"},
+        "data": {"hostfile": "someone-else slots=4\n"},
+    }))
+    .expect("ConfigMap");
+    config
+        .create(&Default::default(), &foreign)
+        .await
+        .expect("foreign ConfigMap");
+    let job = example("tensorflow-mnist.yaml");
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .expect("created");
+    let note = jobs::wait_event(&client, &ns, "ErrResourceExists").await;
+    assert!(note.contains("tensorflow-mnist-config"), "{note}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    assert!(pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .is_empty());
+    let kept = config.get("tensorflow-mnist-config").await.expect("kept");
+    assert_eq!(kept.data, foreign.data, "not rewritten");
+    assert_eq!(kept.metadata.owner_references, None, "not adopted");
+
+    config
+        .delete("tensorflow-mnist-config", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let api = jobs::api_for(&client, &ns, &job);
+    let nudge = json!({"metadata": {"annotations": {"test/nudge": "1"}}});
+    api.patch(
+        "tensorflow-mnist",
+        &PatchParams::default(),
+        &Patch::Merge(&nudge),
+    )
+    .await
+    .expect("nudge");
+    wait_pods(&client, &ns, "tensorflow-mnist", 3).await;
 }
