@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod cli;
+pub mod cluster;
 pub mod controller;
 pub mod crd;
 pub mod job;

@@ -41,6 +41,11 @@ pub struct CheckArgs {
     /// this many runs), most expensive first. For policy authors; 0 turns it off.
     #[arg(long, default_value_t = 0, env = "GANGPLANK_PROFILE")]
     pub profile: usize,
+    /// A cluster inventory for the policies that check jobs against the cluster
+    /// (`data.cluster`): `kubectl get nodes -o yaml` output, Volcano Queues optionally in
+    /// the same list (`kubectl get nodes,queues -o yaml`). Without it those policies are silent.
+    #[arg(long, env = "GANGPLANK_CLUSTER_SNAPSHOT")]
+    pub cluster: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,9 +64,21 @@ impl CheckArgs {
             namespace,
             max_document_bytes,
             profile,
+            cluster,
         } = self;
+        let inventory = match cluster.as_deref().map(crate::cluster::snapshot::read) {
+            None => None,
+            Some(Ok(inventory)) => Some(crate::cluster::ClusterHandle::fixed(&inventory)),
+            Some(Err(message)) => {
+                eprintln!("error: --cluster: {message}");
+                return exit::UNREADABLE;
+            }
+        };
         let set = match PolicySet::load(&policies) {
-            Ok(set) => set,
+            Ok(set) => match inventory {
+                Some(handle) => set.with_cluster(handle),
+                None => set,
+            },
             Err(e) => {
                 eprintln!(
                     "error: cannot load policies from {}: {}",
