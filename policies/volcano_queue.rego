@@ -24,8 +24,11 @@ stale_note := "" if {
 	data.cluster.stale == ""
 } else := sprintf(" (cluster inventory may be out of date: %s)", [data.cluster.stale])
 
+# A cluster inventory with no Node yet is one still being read (or a broken one): judging
+# queues then would refuse jobs for a view that is not there.
 volcano_job if {
 	is_object(queues)
+	data.cluster.node_count > 0
 	some r in input.job.replicas
 	r.schedulerName == "volcano"
 }

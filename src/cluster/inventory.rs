@@ -15,6 +15,10 @@ use serde_json::{json, Map, Value};
 
 use crate::controller::quantity::Nanos;
 
+/// Taints that report a node's passing condition (not-ready, unreachable, pressure), set and
+/// cleared by the node lifecycle controller: they say nothing about what the node can hold
+/// once it recovers, so a gang is not refused for a node that is rebooting.
+const CONDITION_TAINT_PREFIX: &str = "node.kubernetes.io/";
 /// Labels that name one node rather than a class of nodes.
 const PER_NODE_LABELS: &[&str] = &["kubernetes.io/hostname"];
 /// The NVIDIA GPU Operator's label for the device plugin's MIG strategy.
@@ -99,6 +103,7 @@ impl Class {
             .unwrap_or_default()
             .into_iter()
             .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            .filter(|t| !t.key.starts_with(CONDITION_TAINT_PREFIX))
             .map(
                 |t| json!({"key": t.key, "value": t.value.unwrap_or_default(), "effect": t.effect}),
             )

@@ -65,7 +65,10 @@ impl Webhooks {
         gangplank_certs(&tls, &["127.0.0.1"]);
         let args = serve_args(port, &tls, &policies);
         let name = format!("gangplank-{port}");
-        let server = Process::spawn(&name, super::gangplank(), &args, dir);
+        // As in a cluster: the server can read the API (its Node/Queue inventory).
+        let kubeconfig = control_plane.kubeconfig.display().to_string();
+        let env = [("KUBECONFIG", kubeconfig.as_str())];
+        let server = Process::spawn_with_env(&name, super::gangplank(), &args, &env, dir);
         let ca = std::fs::read(tls.join("ca.crt")).expect("webhook ca.crt");
         let webhooks = Webhooks {
             url: format!("https://127.0.0.1:{port}"),
