@@ -37,22 +37,13 @@ params := data.params.capacity
 
 cluster := data.cluster
 
-stale_note := "" if {
-	cluster.stale == ""
-} else := sprintf(" (cluster inventory may be out of date: %s)", [cluster.stale])
+stale_note := lib.inventory_stale_note
 
 # What the cluster must have known for any verdict: an inventory with nodes in it.
 inventory_known if {
 	is_object(cluster)
 	cluster.node_count > 0
 }
-
-# A container's amount of a GPU-like resource: its limit, else its request.
-amount(g) := g.limit if {
-	is_number(g.limit)
-} else := g.request if {
-	is_number(g.request)
-} else := 0
 
 # Per pod of replica r: resource -> amount, over regular containers. MIG resources that no
 # node advertises are left to the mig_inventory policy, which says what the nodes offer.
@@ -61,7 +52,7 @@ demand(r) := {name: total |
 	some g in c.gpuResources
 	name := g.name
 	counted(name)
-	total := sum([amount(h) | some d in r.containers; some h in d.gpuResources; h.name == name])
+	total := sum([lib.gpu_amount(h) | some d in r.containers; some h in d.gpuResources; h.name == name])
 	total > 0
 }
 

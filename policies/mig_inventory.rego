@@ -19,9 +19,7 @@ meta := {
 
 cluster := data.cluster
 
-stale_note := "" if {
-	cluster.stale == ""
-} else := sprintf(" (cluster inventory may be out of date: %s)", [cluster.stale])
+stale_note := lib.inventory_stale_note
 
 advertised := sort([name | some name, _ in cluster.resources; startswith(name, "nvidia.com/mig-")])
 

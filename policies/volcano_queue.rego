@@ -6,6 +6,8 @@ package gangplank.policies.volcano_queue
 
 import rego.v1
 
+import data.gangplank.lib
+
 meta := {
 	"title": "Volcano queues that can take the gang",
 	"description": "With a cluster inventory that has Volcano Queues, refuses Volcano-scheduled jobs whose queue (runPolicy.schedulingPolicy.queue, else the job's scheduling.volcano.sh/queue-name annotation, else default) does not exist, is not Open, or has a capability below the gang's total demand of a resource.",
@@ -20,9 +22,7 @@ params := data.params.volcano_queue
 
 queues := data.cluster.volcano_queues
 
-stale_note := "" if {
-	data.cluster.stale == ""
-} else := sprintf(" (cluster inventory may be out of date: %s)", [data.cluster.stale])
+stale_note := lib.inventory_stale_note
 
 # A cluster inventory with no Node yet is one still being read (or a broken one): judging
 # queues then would refuse jobs for a view that is not there.
@@ -58,26 +58,11 @@ violation contains {"path": queue_path, "msg": msg} if {
 	msg := sprintf("Volcano queue %q is %s: it admits no new jobs%s", [queue, state, stale_note])
 }
 
-amount(g) := g.limit if {
-	is_number(g.limit)
-} else := g.request if {
-	is_number(g.request)
-} else := 0
-
-# The gang's total of a resource: every pod of every replica type.
-gang_total(name) := sum([n |
-	some r in input.job.replicas
-	some c in r.containers
-	some g in c.gpuResources
-	g.name == name
-	n := r.replicas * amount(g)
-])
-
 violation contains {"path": queue_path, "msg": msg} if {
 	volcano_job
 	some name, cap in queues[queue].capability
 	is_number(cap)
-	need := gang_total(name)
+	need := lib.gang_total(name)
 	need > cap
 	msg := sprintf("the gang needs %d %s; Volcano queue %q's capability is %d, so it can never start there%s", [need, name, queue, cap, stale_note])
 }

@@ -31,6 +31,9 @@ pub struct Inventory {
     pub nodes: Vec<Node>,
     /// Volcano `Queue` objects, as JSON; `None` when the Queue CRD is not installed.
     pub volcano_queues: Option<Vec<Value>>,
+    /// Kueue `ClusterQueue` and `LocalQueue` objects; `None` when their CRDs are not installed.
+    pub kueue_cluster_queues: Option<Vec<Value>>,
+    pub kueue_local_queues: Option<Vec<Value>>,
     /// Where it came from: `cluster` or the snapshot's path.
     pub source: String,
     /// Why the view may be out of date (the watch is failing), if it may.
@@ -64,9 +67,95 @@ impl Inventory {
             "node_classes": classes.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
             "resources": resource_totals(&classes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
+            "kueue": self.kueue(),
             "problems": problems,
         })
     }
+}
+
+impl Inventory {
+    /// Kueue's queues, when its CRDs are installed: ClusterQueues with their quota per
+    /// resource (summed over flavors) and whether they admit, LocalQueues as
+    /// `<namespace>/<name>` → ClusterQueue.
+    fn kueue(&self) -> Option<Value> {
+        let cluster_queues = self.kueue_cluster_queues.as_ref()?;
+        let local_queues: Map<String, Value> = self
+            .kueue_local_queues
+            .iter()
+            .flatten()
+            .filter_map(|q| {
+                let ns = q.pointer("/metadata/namespace")?.as_str()?;
+                let name = q.pointer("/metadata/name")?.as_str()?;
+                let target = q.pointer("/spec/clusterQueue")?.as_str()?;
+                Some((format!("{ns}/{name}"), Value::from(target)))
+            })
+            .collect();
+        let cluster_queues: Map<String, Value> = cluster_queues
+            .iter()
+            .filter_map(|q| {
+                Some((
+                    q.pointer("/metadata/name")?.as_str()?.to_string(),
+                    cluster_queue(q),
+                ))
+            })
+            .collect();
+        Some(json!({"cluster_queues": cluster_queues, "local_queues": local_queues}))
+    }
+}
+
+/// One ClusterQueue: `stop_policy`, `cohort`, and per covered resource the nominal quota
+/// and the borrowing limit summed over its flavors (`null` borrowing: unlimited in a cohort).
+fn cluster_queue(q: &Value) -> Value {
+    let mut quota: BTreeMap<String, (i64, Option<i64>)> = BTreeMap::new();
+    let groups = q.pointer("/spec/resourceGroups").and_then(Value::as_array);
+    for flavor in groups
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.get("flavors")?.as_array())
+        .flatten()
+    {
+        for r in flavor
+            .get("resources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(name) = r.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let amount = |field: &str| r.get(field).and_then(|v| quantity_value(v).as_i64());
+            let entry = quota.entry(name.to_string()).or_insert((0, Some(0)));
+            entry.0 = entry.0.saturating_add(amount("nominalQuota").unwrap_or(0));
+            entry.1 = match (entry.1, amount("borrowingLimit")) {
+                (Some(sum), Some(n)) => Some(sum.saturating_add(n)),
+                _ => None,
+            };
+        }
+    }
+    let cohort = q
+        .pointer("/spec/cohort")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let resources: Map<String, Value> = quota
+        .into_iter()
+        .map(|(name, (nominal, borrowing))| {
+            // Outside a cohort nothing can be borrowed, whatever the limit says.
+            let borrowing = if cohort.is_empty() {
+                Some(0)
+            } else {
+                borrowing
+            };
+            (
+                name,
+                json!({"nominal": nominal, "borrowing_limit": borrowing}),
+            )
+        })
+        .collect();
+    json!({
+        "cohort": cohort,
+        "stop_policy": q.pointer("/spec/stopPolicy").and_then(Value::as_str).unwrap_or("None"),
+        "resources": resources,
+    })
 }
 
 /// Nodes that a pod sees alike.

@@ -47,9 +47,17 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
                 inventory.nodes.push(node);
             }
             "Queue" => inventory.volcano_queues.get_or_insert_with(Vec::new).push(item),
+            "ClusterQueue" => inventory
+                .kueue_cluster_queues
+                .get_or_insert_with(Vec::new)
+                .push(item),
+            "LocalQueue" => inventory
+                .kueue_local_queues
+                .get_or_insert_with(Vec::new)
+                .push(item),
             other => {
                 return Err(format!(
-                    "{source}: item {i} is a {other:?}; a cluster snapshot holds Nodes and Volcano Queues (kubectl get nodes -o yaml)"
+                    "{source}: item {i} is a {other:?}; a cluster snapshot holds Nodes, Volcano Queues and Kueue ClusterQueues/LocalQueues (kubectl get nodes -o yaml)"
                 ))
             }
         }

@@ -175,6 +175,7 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         serde_json::json!([
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
             {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["list", "watch"]},
         ])
     );
     let binding = find(&with_inventory, "ClusterRoleBinding", "gangplank-webhook");
