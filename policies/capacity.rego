@@ -60,7 +60,11 @@ counted(name) if not startswith(name, "nvidia.com/mig-")
 
 counted(name) if cluster.resources[name]
 
-gpu_replicas := [r | some r in input.job.replicas; count(demand(r)) > 0]
+# Computed once per evaluation, by replica key: functions with arguments are not memoised,
+# and the node classes below are walked once per replica type, not once per question.
+demands := {r.key: demand(r) | some r in input.job.replicas}
+
+gpu_replicas := [r | some r in input.job.replicas; count(demands[r.key]) > 0]
 
 # The node class admits the pods of r: labels satisfy the nodeSelector, taints are tolerated.
 matches(r, class) if {
@@ -73,9 +77,9 @@ unselected(r, class) if {
 	not selects(class, k, v)
 }
 
+# Classes come split by exactly the labels the job's nodeSelectors name, hostname included
+# (src/cluster/view.rs), so one lookup decides.
 selects(class, k, v) if class.labels[k] == v
-
-selects(class, "kubernetes.io/hostname", v) if v in class.names
 
 untolerated(r, class) if {
 	some taint in class.taints
@@ -108,22 +112,33 @@ effect_matches(t, _) if object.get(t, "effect", "") == ""
 
 effect_matches(t, taint) if t.effect == taint.effect
 
-matching_classes(r) := [c | some c in cluster.node_classes; matches(r, c)]
+# By replica key: the node classes its pods may use, each with its size, how many pods of
+# that type one of its nodes holds, and its allocatable resources.
+reach := {r.key: fits |
+	some r in input.job.replicas
+	fits := [fit |
+		some c in cluster.node_classes
+		matches(r, c)
+		fit := {"size": c.size, "per_node": per_node(demands[r.key], c.allocatable), "allocatable": c.allocatable}
+	]
+}
 
-# Pods of r one node of the class holds: the scarcest resource decides.
-per_node(r, class) := min([floor(object.get(class.allocatable, name, 0) / n) | some name, n in demand(r)])
+# Pods asking for `d` one node with `allocatable` holds: the scarcest resource decides.
+per_node(d, allocatable) := 0 if {
+	count(d) == 0
+} else := min([floor(object.get(allocatable, name, 0) / n) | some name, n in d])
 
 # Pods of r the matching nodes hold at once, within capacityFraction.
-placeable(r) := floor(params.capacityFraction * sum([n | some c in matching_classes(r); n := c.size * per_node(r, c)]))
+placeable(r) := floor(params.capacityFraction * sum([n | some f in reach[r.key]; n := f.size * f.per_node]))
 
-matching_nodes(r) := sum([c.size | some c in matching_classes(r)])
+matching_nodes(r) := sum([f.size | some f in reach[r.key]])
 
-shown_demand(r) := concat(" + ", [sprintf("%d %s", [n, name]) | some name, n in demand(r)])
+shown_demand(r) := concat(" + ", [sprintf("%d %s", [n, name]) | some name, n in demands[r.key]])
 
 # The largest amount of each demanded resource on one matching node.
 largest(r) := concat(", ", [sprintf("%d %s", [m, name]) |
-	some name, _ in demand(r)
-	m := max(array.concat([0], [object.get(c.allocatable, name, 0) | some c in matching_classes(r)]))
+	some name, _ in demands[r.key]
+	m := max(array.concat([0], [object.get(f.allocatable, name, 0) | some f in reach[r.key]]))
 ])
 
 # Which nodes the pods may use, in words.
@@ -132,10 +147,10 @@ selection(r) := "nodeSelector: none" if {
 } else := sprintf("nodeSelector: %v", [r.nodeSelector])
 
 # Matching nodes with room for at least one pod of r.
-fitting_nodes(r) := sum([c.size | some c in matching_classes(r); per_node(r, c) > 0])
+fitting_nodes(r) := sum([f.size | some f in reach[r.key]; f.per_node > 0])
 
 # Replica types that share nodes: same demand, selector and tolerations.
-signature(r) := {"demand": demand(r), "selector": r.nodeSelector, "tolerations": r.tolerations}
+signature(r) := {"demand": demands[r.key], "selector": r.nodeSelector, "tolerations": r.tolerations}
 
 groups contains signature(r) if some r in gpu_replicas
 
@@ -162,7 +177,7 @@ violation contains {"path": lib.ptr(r.podSpecPath, "nodeSelector"), "msg": msg} 
 	msg := sprintf("%s pods match no schedulable node: none of the cluster's %d nodes (%d cordoned) fits %s with taints the pods tolerate (tolerations: %v)%s", [r.type, cluster.node_count, cluster.unschedulable_nodes, selection(r), r.tolerations, stale_note])
 }
 
-checked_for_selection(r) if count(demand(r)) > 0
+checked_for_selection(r) if count(demands[r.key]) > 0
 
 checked_for_selection(r) if params.checkCpuReplicas
 
@@ -174,7 +189,7 @@ violation contains {"path": r.podSpecPath, "msg": msg} if {
 	msg := sprintf("a %s pod asks for %s; no schedulable node it may use has that much (%d such nodes: %s; taints tolerated; the largest has %s)%s", [r.type, shown_demand(r), matching_nodes(r), selection(r), largest(r), stale_note])
 }
 
-placeable_per_node_max(r) := max([per_node(r, c) | some c in matching_classes(r)])
+placeable_per_node_max(r) := max([f.per_node | some f in reach[r.key]])
 
 # Without minAvailable below the total, every pod of a group must fit at once.
 violation contains {"path": r.path, "msg": msg} if {
@@ -192,7 +207,7 @@ violation contains {"path": r.path, "msg": msg} if {
 violation contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
 	inventory_known
 	n := min_available
-	cpu_pods := sum([r.replicas | some r in input.job.replicas; count(demand(r)) == 0])
+	cpu_pods := sum([r.replicas | some r in input.job.replicas; count(demands[r.key]) == 0])
 	gpu_pods := sum([n | some sig in groups; n := min([group_pods(sig), placeable(group_members(sig)[0])])])
 	n > cpu_pods + gpu_pods
 	msg := sprintf("minAvailable is %d, but the matching nodes hold at most %d of the gang's GPU pods at once (plus %d without GPUs)%s", [n, gpu_pods, cpu_pods, stale_note])

@@ -23,10 +23,7 @@ stale_note := lib.inventory_stale_note
 
 advertised := sort([name | some name, _ in cluster.resources; startswith(name, "nvidia.com/mig-")])
 
-single_strategy if {
-	some c in cluster.node_classes
-	c.labels["nvidia.com/mig.strategy"] == "single"
-}
+single_strategy if "single" in cluster.mig_strategies
 
 asked contains {"r": r, "c": c, "name": g.name} if {
 	is_object(cluster)

@@ -3,19 +3,43 @@
 //! as `data.cluster` on every evaluation. Publishing never recompiles the policies, and
 //! reading never waits on the cluster.
 
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 
 use regorus::Value as RegoValue;
 use serde_json::Value;
 
 use super::inventory::Inventory;
+use super::view::{project, Projection};
 use crate::policy::to_rego::to_rego;
 
-/// `data.cluster`, as JSON (for reports) and as the engine's value (converted once).
+/// `data.cluster`: the summary as JSON (for reports), and the engine values of its
+/// projections (see [`view`](super::view)), each converted once per selector shape.
 #[derive(Debug)]
 pub struct ClusterDoc {
     pub json: Value,
-    pub rego: RegoValue,
+    projections: Mutex<HashMap<Projection, RegoValue>>,
+}
+
+/// Distinct selector shapes kept per inventory; more is unusual (every job its own labels),
+/// and then the cache starts over rather than grow.
+const MAX_PROJECTIONS: usize = 64;
+
+impl ClusterDoc {
+    /// `data.cluster` for the request whose policy input is `input`.
+    pub fn view(&self, input: &RegoValue) -> RegoValue {
+        let p = Projection::of(input);
+        let mut cache = self.projections.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = cache.get(&p) {
+            return v.clone();
+        }
+        let v = to_rego(&project(&self.json, &p));
+        if cache.len() >= MAX_PROJECTIONS {
+            cache.clear();
+        }
+        cache.insert(p, v.clone());
+        v
+    }
 }
 
 /// Empty until an inventory is published: then policies see `data.cluster`.
@@ -34,8 +58,8 @@ impl ClusterHandle {
     pub fn publish(&self, inventory: &Inventory) {
         let json = inventory.summary();
         let doc = Arc::new(ClusterDoc {
-            rego: to_rego(&json),
             json,
+            projections: Mutex::default(),
         });
         // A poisoned lock only means a publisher panicked mid-swap of an Arc: the value
         // inside is still whole, so keep using it.

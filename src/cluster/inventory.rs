@@ -66,6 +66,7 @@ impl Inventory {
             "unschedulable_nodes": unschedulable,
             "node_classes": classes.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
             "resources": resource_totals(&classes),
+            "mig_strategies": mig_strategies(&self.nodes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
             "kueue": self.kueue(),
             "problems": problems,
@@ -271,6 +272,16 @@ fn allocatable(node: &Node) -> BTreeMap<String, Quantity> {
 fn whole(q: &Quantity) -> Option<i64> {
     let Nanos(n) = Nanos::parse(q)?;
     (n % NANO == 0 && n >= 0).then(|| i64::try_from(n / NANO).ok())?
+}
+
+/// The MIG strategies schedulable nodes report (label `nvidia.com/mig.strategy`), sorted.
+fn mig_strategies(nodes: &[Node]) -> Vec<String> {
+    let strategies: std::collections::BTreeSet<String> = nodes
+        .iter()
+        .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
+        .filter_map(|n| n.metadata.labels.as_ref()?.get(MIG_STRATEGY_LABEL).cloned())
+        .collect();
+    strategies.into_iter().collect()
 }
 
 /// Per extended resource over schedulable nodes: the largest per-node amount, the total,

@@ -9,6 +9,7 @@
 pub mod handle;
 pub mod inventory;
 pub mod snapshot;
+pub mod view;
 pub mod watch;
 
 pub use handle::{ClusterDoc, ClusterHandle};

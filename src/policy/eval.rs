@@ -120,8 +120,8 @@ impl PolicySet {
             message,
         };
         let mut out = Vec::with_capacity(rules.len());
-        let cluster = self.cluster.current();
-        let cluster = cluster.as_ref().map(|doc| &doc.rego);
+        let cluster = self.cluster.current().map(|doc| doc.view(input));
+        let cluster = cluster.as_ref();
         match (&self.vm, interpreter) {
             (Ok(program), false) => {
                 let mut vm = program.vm(input, cluster).map_err(|e| EvalError::Rego {

@@ -1,0 +1,136 @@
+//! Cluster-aware admission on a big cluster: the admission of a platform-style job
+//! (1 Master + 8 Workers, 8 GPUs each, sidecars, env, mounts) without an inventory and with a
+//! 5,000-node one — 250 node classes (racks of 20 nodes, a `rack` label each) and the worst
+//! case of 5,000 classes (a label unique to every node) — plus what publishing a 5,000-node
+//! inventory costs and what the node cache holds in memory. Figures and the command are in
+//! BENCHMARKS.md.
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{criterion_group, Criterion};
+use gangplank::cluster::{ClusterHandle, Inventory};
+use gangplank::policy::PolicySet;
+use gangplank::review::{self, Input};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{json, Value};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const NODES: usize = 5_000;
+
+fn job() -> Value {
+    let text = include_str!("data/pytorchjob-9-platform.yaml");
+    yaml_serde::from_str(text).expect("benchmark job parses")
+}
+
+fn policies() -> PolicySet {
+    PolicySet::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies"))
+        .expect("shipped policies load")
+}
+
+/// A Node as a kubelet reports it: labels from GFD and the cloud, conditions, addresses,
+/// images (what makes real Node objects several KB).
+fn node(i: usize, rack_size: usize) -> Node {
+    let images: Vec<Value> = (0..20)
+        .map(|k| json!({"names": [format!("registry.example.com/team/image-{k}@sha256:{:064}", k)], "sizeBytes": 1_000_000_000 + k}))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("gpu-{i}"), "labels": {
+            "kubernetes.io/hostname": format!("gpu-{i}"),
+            "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "p5.48xlarge",
+            "topology.kubernetes.io/zone": format!("zone-{}", i % 3),
+            "rack": format!("rack-{}", i / rack_size),
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
+            "nvidia.com/gpu.memory": "81559", "nvidia.com/mig.strategy": "mixed",
+            "feature.node.kubernetes.io/rdma.available": "true"}},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        "status": {
+            "allocatable": {"cpu": "191500m", "memory": "2043312Mi", "nvidia.com/gpu": "8",
+                "ephemeral-storage": "3500Gi", "pods": "110", "rdma/ib": "8"},
+            "capacity": {"cpu": "192", "memory": "2063312Mi", "nvidia.com/gpu": "8",
+                "ephemeral-storage": "3600Gi", "pods": "110", "rdma/ib": "8"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "addresses": [{"type": "InternalIP", "address": format!("10.0.{}.{}", i / 250, i % 250)}],
+            "images": images,
+        },
+    }))
+    .expect("node")
+}
+
+fn inventory(rack_size: usize) -> Inventory {
+    Inventory {
+        nodes: (0..NODES).map(|i| node(i, rack_size)).collect(),
+        source: "bench".into(),
+        ..Inventory::default()
+    }
+}
+
+/// Resident set size of this process, in KiB (Linux).
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn cluster_inventory(c: &mut Criterion) {
+    let input = Input::create(job(), "default");
+    let without = policies();
+    let racks = ClusterHandle::fixed(&inventory(20));
+    let with_racks = policies().with_cluster(racks);
+    let unique = ClusterHandle::fixed(&inventory(1));
+    let with_unique = policies().with_cluster(unique);
+    for set in [&without, &with_racks, &with_unique] {
+        let decision = review::review(set, &input).expect("decides");
+        assert!(decision.allowed(), "{:?}", decision.violations);
+    }
+    let mut g = c.benchmark_group("cluster inventory");
+    g.bench_function("review, no inventory", |b| {
+        b.iter(|| review::review(black_box(&without), black_box(&input)))
+    });
+    g.bench_function("review, 5000 nodes in 250 classes", |b| {
+        b.iter(|| review::review(black_box(&with_racks), black_box(&input)))
+    });
+    g.bench_function("review, 5000 nodes in 5000 classes", |b| {
+        b.iter(|| review::review(black_box(&with_unique), black_box(&input)))
+    });
+    let nodes = inventory(20);
+    let handle = ClusterHandle::default();
+    g.sample_size(10);
+    g.bench_function("publish a 5000-node inventory", |b| {
+        b.iter(|| handle.publish(black_box(&nodes)))
+    });
+    g.finish();
+}
+
+/// The node cache's memory: RSS before and after holding 5,000 Nodes and their summary.
+fn memory() {
+    let before = rss_kib();
+    let nodes = inventory(20);
+    let after_nodes = rss_kib();
+    let handle = ClusterHandle::fixed(&nodes);
+    let after_summary = rss_kib();
+    let summary_bytes = handle.current().map_or(0, |d| d.json.to_string().len());
+    println!(
+        "memory: 5000 Nodes hold {} MiB of RSS; their summary (data.cluster, {} KiB as JSON) another {} MiB",
+        after_nodes.saturating_sub(before) / 1024,
+        summary_bytes / 1024,
+        after_summary.saturating_sub(after_nodes) / 1024
+    );
+    drop(handle);
+    drop(nodes);
+}
+
+criterion_group!(benches, cluster_inventory);
+
+fn main() {
+    gangplank::no_library_backtraces();
+    memory();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

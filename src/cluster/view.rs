@@ -1,0 +1,138 @@
+//! `data.cluster` as one request's policies need it: node classes told apart only by the
+//! labels the job's nodeSelectors name.
+//!
+//! A published inventory keeps every label (less the hostname) in its classes, so a
+//! 5,000-node cluster with a `rack` label is 250 classes, and one with a label unique to
+//! each node is 5,000. A job that selects only on `nvidia.com/gpu.product` cannot tell those
+//! apart: merging classes that agree on the selected labels, the taints and the extended
+//! resources gives the policies the same answers from a handful of classes. A
+//! `kubernetes.io/hostname` selector singles out just the nodes it names. Projections are
+//! cached per selector shape for the life of the inventory.
+//!
+//! Entry points: [`Projection::of`] (from the request's input) and [`project`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regorus::Value as RegoValue;
+use serde_json::{json, Map, Value};
+
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// What a request's nodeSelectors look at: the label keys, and the hostnames they name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Projection {
+    keys: BTreeSet<String>,
+    hostnames: BTreeSet<String>,
+}
+
+impl Projection {
+    /// From the policy input: `input.job.replicas[*].nodeSelector`.
+    pub fn of(input: &RegoValue) -> Projection {
+        let mut p = Projection::default();
+        let replicas = field(input, "job").and_then(|j| field(j, "replicas"));
+        let Some(Ok(replicas)) = replicas.map(RegoValue::as_array) else {
+            return p;
+        };
+        for replica in replicas.iter() {
+            let Some(Ok(selector)) = field(replica, "nodeSelector").map(RegoValue::as_object)
+            else {
+                continue;
+            };
+            for (k, v) in selector.iter() {
+                let (Ok(k), Ok(v)) = (k.as_string(), v.as_string()) else {
+                    continue;
+                };
+                if k.as_ref() == HOSTNAME {
+                    p.hostnames.insert(v.to_string());
+                } else {
+                    p.keys.insert(k.to_string());
+                }
+            }
+        }
+        p
+    }
+}
+
+fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {
+    v.as_object().ok()?.get(&RegoValue::from(name))
+}
+
+/// `summary` with its node classes merged as `p` sees them (and without node names).
+pub fn project(summary: &Value, p: &Projection) -> Value {
+    let mut merged: BTreeMap<String, Value> = BTreeMap::new();
+    let classes = summary["node_classes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for class in classes {
+        let names = class["names"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let picked: Vec<&str> = names
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|n| p.hostnames.contains(*n))
+            .collect();
+        for name in &picked {
+            add(&mut merged, class, p, Some(name), 1);
+        }
+        let rest = names.len().saturating_sub(picked.len());
+        if rest > 0 {
+            add(&mut merged, class, p, None, rest);
+        }
+    }
+    let mut out = summary.clone();
+    out["node_classes"] = Value::Array(merged.into_values().collect());
+    out
+}
+
+/// Adds `size` nodes of `class` (one named `host`, if given) to the merged classes.
+fn add(
+    merged: &mut BTreeMap<String, Value>,
+    class: &Value,
+    p: &Projection,
+    host: Option<&str>,
+    size: usize,
+) {
+    let mut labels: Map<String, Value> = class["labels"]
+        .as_object()
+        .map(|l| {
+            l.iter()
+                .filter(|(k, _)| p.keys.contains(*k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(host) = host {
+        labels.insert(HOSTNAME.to_string(), Value::from(host));
+    }
+    let key = json!([labels, class["taints"], class["allocatable"]]).to_string();
+    let entry = merged.entry(key).or_insert_with(|| {
+        json!({
+            "size": 0, "labels": labels, "taints": class["taints"], "allocatable": class["allocatable"],
+            "max_cpu_millis": 0, "max_memory_bytes": 0,
+        })
+    });
+    let grow = |entry: &mut Value, field: &str, v: i64, sum: bool| {
+        let have = entry[field].as_i64().unwrap_or(0);
+        entry[field] = Value::from(if sum {
+            have.saturating_add(v)
+        } else {
+            have.max(v)
+        });
+    };
+    grow(entry, "size", i64::try_from(size).unwrap_or(i64::MAX), true);
+    grow(
+        entry,
+        "max_cpu_millis",
+        class["max_cpu_millis"].as_i64().unwrap_or(0),
+        false,
+    );
+    grow(
+        entry,
+        "max_memory_bytes",
+        class["max_memory_bytes"].as_i64().unwrap_or(0),
+        false,
+    );
+}
