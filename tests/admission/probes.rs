@@ -48,6 +48,7 @@ async fn readyz_is_not_ready_until_tls_serves() {
         max_body_bytes: 1024,
         reload_interval: Duration::from_secs(1),
         shutdown_delay: Duration::ZERO,
+        images: Default::default(),
     };
     let shared = Shared::new(&config, store, cert, Arc::new(Metrics::new()));
     let readyz = || {
@@ -110,6 +111,7 @@ async fn metrics_count_requests_violations_and_latency() {
 async fn on_shutdown_readyz_fails_at_once_while_reviews_are_still_answered_for_the_delay() {
     let mut server = TestServer::with(Options {
         shutdown_delay: Duration::from_secs(4),
+        images: Default::default(),
         ..Options::default()
     })
     .await;
