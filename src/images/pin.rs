@@ -83,11 +83,9 @@ impl Pinner {
             None => Keychain::default(),
         };
         keychain.merge(self.credentials.clone());
-        let mut remaining = settings.clone();
-        remaining.budget = deadline.saturating_duration_since(tokio::time::Instant::now());
         let resolved = self
             .resolver
-            .resolve_all(&remaining, &images, &keychain)
+            .resolve_all(settings, &images, &keychain, deadline)
             .await;
         for r in &resolved {
             if let Ok(digest) = &r.outcome {

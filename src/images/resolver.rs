@@ -60,16 +60,16 @@ impl Resolver {
         }
     }
 
-    /// Looks up every image in `images` (written without a digest) concurrently, within
-    /// `settings.budget`.
+    /// Looks up every image in `images` (written without a digest) concurrently, until
+    /// `deadline` (at most `settings.budget` after the request began).
     pub async fn resolve_all(
         &self,
         settings: &Settings,
         images: &[String],
         keychain: &Keychain,
+        deadline: tokio::time::Instant,
     ) -> Vec<Resolved> {
         self.cache.resize(settings.cache_size);
-        let deadline = tokio::time::Instant::now() + settings.budget;
         let lookups = images.iter().map(|image| async move {
             let lookup = self.resolve_one(settings, image, keychain);
             let outcome = match tokio::time::timeout_at(deadline, lookup).await {
