@@ -221,10 +221,7 @@ impl Lookup<'_> {
             return self.unauthorized();
         }
         let content_type = header(response.headers(), CONTENT_TYPE.as_str()).unwrap_or_default();
-        let body = read_bounded(response, MAX_ANSWER_BYTES)
-            .await
-            .ok()
-            .flatten();
+        let body = read_prefix(response, MAX_ANSWER_BYTES).await;
         ResolveError::Status {
             image: self.image.to_string(),
             registry: self.reference.registry.clone(),
@@ -297,6 +294,20 @@ async fn read_bounded(
         body.extend_from_slice(&chunk);
     }
     Ok(Some(body))
+}
+
+/// The first `limit` bytes of the body (all of it when shorter): enough to say what an
+/// error answer is, however long it goes on.
+async fn read_prefix(mut response: Response, limit: usize) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = limit.saturating_sub(body.len());
+        body.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
+        if body.len() >= limit {
+            break;
+        }
+    }
+    Some(body)
 }
 
 /// The registry's `{"errors":[{code,message}]}` as `CODE: message; …`, or a short note on
