@@ -19,48 +19,25 @@ use support::registry::{
 
 type Test = fn() -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// `(name, test)` for each async test fn named.
+macro_rules! trials {
+    ($($test:ident),* $(,)?) => {
+        vec![$((stringify!($test), (|| Box::pin($test())) as Test)),*]
+    };
+}
+
 fn main() {
-    let tests: Vec<(&str, Test)> = vec![
-        (
-            "pins_oci_and_docker_manifests_to_the_sha256_of_the_bytes_pushed",
-            || Box::pin(pins_oci_and_docker_manifests_to_the_sha256_of_the_bytes_pushed()),
-        ),
-        ("a_multi_arch_image_pins_its_index_not_a_platform", || {
-            Box::pin(a_multi_arch_image_pins_its_index_not_a_platform())
-        }),
-        (
-            "a_moved_tag_is_seen_after_the_cache_ttl_and_not_before",
-            || Box::pin(a_moved_tag_is_seen_after_the_cache_ttl_and_not_before()),
-        ),
-        (
-            "an_htpasswd_registry_works_with_a_pull_secret_and_is_refused_clearly_without",
-            || {
-                Box::pin(
-                    an_htpasswd_registry_works_with_a_pull_secret_and_is_refused_clearly_without(),
-                )
-            },
-        ),
-        (
-            "the_bearer_flow_works_and_reuses_the_token_of_a_scope",
-            || Box::pin(the_bearer_flow_works_and_reuses_the_token_of_a_scope()),
-        ),
-        (
-            "an_unknown_repository_or_tag_is_denied_naming_the_image_and_the_registrys_answer",
-            || {
-                Box::pin(an_unknown_repository_or_tag_is_denied_naming_the_image_and_the_registrys_answer())
-            },
-        ),
-        (
-            "a_registry_that_is_down_gets_the_configured_failure_mode",
-            || Box::pin(a_registry_that_is_down_gets_the_configured_failure_mode()),
-        ),
-        (
-            "a_registry_that_never_answers_is_given_up_on_at_the_budget",
-            || Box::pin(a_registry_that_never_answers_is_given_up_on_at_the_budget()),
-        ),
-        ("images_already_pinned_are_left_alone", || {
-            Box::pin(images_already_pinned_are_left_alone())
-        }),
+    let tests: Vec<(&str, Test)> = trials![
+        pins_oci_and_docker_manifests_to_the_sha256_of_the_bytes_pushed,
+        a_multi_arch_image_pins_its_index_not_a_platform,
+        a_moved_tag_is_seen_after_the_cache_ttl_and_not_before,
+        an_htpasswd_registry_works_with_a_pull_secret_and_is_refused_clearly_without,
+        the_bearer_flow_works_and_reuses_the_token_of_a_scope,
+        an_unknown_repository_or_tag_is_denied_naming_the_image_and_the_registrys_answer,
+        a_registry_that_is_down_gets_the_configured_failure_mode,
+        a_registry_that_never_answers_is_given_up_on_at_the_budget,
+        images_already_pinned_are_left_alone,
+        check_resolve_pins_like_the_webhook_and_offline_check_lists_unresolved_images,
     ];
     let args = Arguments::from_args();
     let missing = registry::binary().err();
@@ -389,5 +366,68 @@ async fn images_already_pinned_are_left_alone() {
         image_findings(&decision).is_empty(),
         "{:?}",
         image_findings(&decision)
+    );
+}
+
+async fn check_resolve_pins_like_the_webhook_and_offline_check_lists_unresolved_images() {
+    let registry = Registry::start(Auth::Htpasswd {
+        user: "ci".into(),
+        password: "pw".into(),
+    })
+    .await;
+    let (bytes, _) = registry
+        .push_image("ml/train", "v3", OCI_MANIFEST, "cli")
+        .await;
+    // Resolution stays off in params.yaml: --resolve turns it on, as documented.
+    let policies = registry::policies_dir_with(&Settings {
+        enabled: false,
+        ..settings_for(&registry)
+    });
+    let work = tempfile::tempdir().expect("temp dir");
+    let image = registry.image("ml/train", "v3");
+    let manifest = work.path().join("job.json");
+    std::fs::write(&manifest, job_with_images(&image, &image).to_string()).expect("write job");
+    let credentials = work.path().join("config.json");
+    let doc = serde_json::json!({"auths": {&registry.host: {"auth": "Y2k6cHc="}}});
+    std::fs::write(&credentials, doc.to_string()).expect("write credentials");
+    let check = |extra: &[&str]| {
+        let output = std::process::Command::new(support::gangplank())
+            .arg("check")
+            .arg(&manifest)
+            .arg("--policies")
+            .arg(policies.path())
+            .args(extra)
+            .output()
+            .expect("run gangplank check");
+        (
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+
+    let (offline, _) = check(&[]);
+    assert!(
+        offline.contains(&format!("images left unresolved (offline; --resolve looks tags up as the webhook would): {image}")),
+        "{offline}"
+    );
+
+    let credentials_flag = format!("--registry-credentials={}", credentials.display());
+    let (pinned, stderr) = check(&["--resolve", &credentials_flag, "-o", "yaml"]);
+    let digest = registry::sha256(&bytes);
+    assert!(
+        pinned.contains(&format!("image: {image}@{digest}")),
+        "{pinned}\n{stderr}"
+    );
+
+    let (refused, _) = check(&["--resolve"]);
+    assert!(
+        refused.contains("requires credentials and none were found"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&format!(
+            "images left unresolved (lookup failed, see the images findings): {image}"
+        )),
+        "{refused}"
     );
 }

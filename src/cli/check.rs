@@ -2,15 +2,17 @@
 //! will, and show verdicts, violations and the exact patch.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
 use super::exit;
-use super::report::{self, Outcome};
-use crate::policy::PolicySet;
+use super::report::{self, Outcome, Unresolved};
+use crate::images::{pin, Keychain, Pinner};
+use crate::policy::{EvalError, PolicySet};
 use crate::review::documents::{ReadOptions, DEFAULT_MAX_DOCUMENT_BYTES};
 use crate::review::{self, read_documents};
+use crate::review::{Decision, Input};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -41,6 +43,15 @@ pub struct CheckArgs {
     /// this many runs), most expensive first. For policy authors; 0 turns it off.
     #[arg(long, default_value_t = 0, env = "GANGPLANK_PROFILE")]
     pub profile: usize,
+    /// Look image tags up in their registries and pin them, as the webhook would (with
+    /// `imageResolution` of params.yaml, turned on). Without it, check makes no network call
+    /// and lists the images it left unresolved.
+    #[arg(long, env = "GANGPLANK_RESOLVE")]
+    pub resolve: bool,
+    /// Registry credentials for --resolve, docker `config.json` format
+    /// (`{"auths": {"<registry>": {"auth": "<base64 user:password>"}}}`).
+    #[arg(long, env = "GANGPLANK_REGISTRY_CREDENTIALS", requires = "resolve")]
+    pub registry_credentials: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,6 +70,8 @@ impl CheckArgs {
             namespace,
             max_document_bytes,
             profile,
+            resolve,
+            registry_credentials,
         } = self;
         let set = match PolicySet::load(&policies) {
             Ok(set) => set,
@@ -74,6 +87,15 @@ impl CheckArgs {
         if let Some(why) = set.interpreter_reason() {
             eprintln!("note: policies run on the regorus interpreter, not the bytecode VM: {why}");
         }
+        let resolving = match resolve.then(|| Resolving::new(&set, registry_credentials.as_deref()))
+        {
+            Some(Ok(r)) => Some(r),
+            Some(Err(message)) => {
+                eprintln!("error: {message}");
+                return exit::UNREADABLE;
+            }
+            None => None,
+        };
         let opts = ReadOptions {
             max_document_bytes,
             default_namespace: namespace,
@@ -81,12 +103,20 @@ impl CheckArgs {
         let outcomes: Vec<Outcome> = read_documents(&paths, &opts)
             .into_iter()
             .map(|doc| match doc {
-                Ok(doc) => {
+                Ok(mut doc) => {
                     if profile > 0 && doc.input.kind().is_some() {
                         print_profile(&set, &doc, profile);
                     }
-                    let decision = review::review(&set, &doc.input);
-                    Outcome::decided(doc, decision)
+                    let Some(resolving) = &resolving else {
+                        let unresolved = Unresolved {
+                            images: pin::wanted(&set, &doc.input),
+                            looked_up: false,
+                        };
+                        let decision = review::review(&set, &doc.input);
+                        return Outcome::decided(doc, decision, unresolved);
+                    };
+                    let (decision, unresolved) = resolving.review(&mut doc.input);
+                    Outcome::decided(doc, decision, unresolved)
                 }
                 Err(e) => Outcome::unreadable(e),
             })
@@ -115,6 +145,57 @@ impl CheckArgs {
             Ok(()) => {}
         }
         report::exit_code(&outcomes)
+    }
+}
+
+/// `--resolve`: the policies with resolution on, a resolver and a runtime to run it on.
+struct Resolving {
+    set: PolicySet,
+    pinner: Pinner,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Resolving {
+    fn new(set: &PolicySet, credentials: Option<&Path>) -> Result<Resolving, String> {
+        let mut sources = set.sources().clone();
+        let mut settings = sources.params.image_resolution.take().unwrap_or_default();
+        settings.enabled = true;
+        sources.params.image_resolution = Some(settings);
+        let set = PolicySet::compile(sources).map_err(|e| report::error_chain(&e))?;
+        let credentials = match credentials {
+            Some(path) => Keychain::from_file(path).map_err(|e| report::error_chain(&e))?,
+            None => Keychain::default(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        Ok(Resolving {
+            set,
+            pinner: Pinner {
+                credentials,
+                ..Pinner::default()
+            },
+            runtime,
+        })
+    }
+
+    /// What the webhooks decide: pin, review, add the failed lookups.
+    fn review(&self, input: &mut Input) -> (Result<Decision, EvalError>, Unresolved) {
+        if review::decide::skip_reason(&self.set, input).is_some() {
+            return (review::review(&self.set, input), Unresolved::default());
+        }
+        let pinning = self.runtime.block_on(self.pinner.pin(&self.set, input));
+        let failures = pin::failure_violations(&pinning, input);
+        let unresolved = Unresolved {
+            images: pinning.failures().map(|e| e.image().to_string()).collect(),
+            looked_up: true,
+        };
+        let decision = review::review(&self.set, input).map(|mut d| {
+            d.add_violations(failures);
+            d
+        });
+        (decision, unresolved)
     }
 }
 

@@ -458,3 +458,28 @@ pub fn image_findings(decision: &gangplank::review::Decision) -> Vec<String> {
         .map(|v| format!("{} {}", v.action, v.msg))
         .collect()
 }
+
+/// A copy of the shipped policy directory whose params.yaml has `imageResolution: settings`.
+pub fn policies_dir_with(settings: &gangplank::images::Settings) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    copy_dir(&super::repo().join("policies"), dir.path());
+    let params_path = dir.path().join("params.yaml");
+    let text = std::fs::read_to_string(&params_path).expect("read params.yaml");
+    let mut params = gangplank::policy::ParamsFile::parse(&text, "params.yaml").expect("params");
+    params.image_resolution = Some(settings.clone());
+    let text = yaml_serde::to_string(&params).expect("params YAML");
+    std::fs::write(&params_path, text).expect("write params.yaml");
+    dir
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
