@@ -459,17 +459,27 @@ pub fn image_findings(decision: &gangplank::review::Decision) -> Vec<String> {
         .collect()
 }
 
+/// The e2e suites' requirement: the registry binary.
+pub fn requirement() -> Result<(), String> {
+    binary().map(drop)
+}
+
 /// A copy of the shipped policy directory whose params.yaml has `imageResolution: settings`.
 pub fn policies_dir_with(settings: &gangplank::images::Settings) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
-    copy_dir(&super::repo().join("policies"), dir.path());
-    let params_path = dir.path().join("params.yaml");
+    write_policies_dir(settings, dir.path());
+    dir
+}
+
+/// Writes the shipped policies to `dir`, with `imageResolution: settings` in params.yaml.
+pub fn write_policies_dir(settings: &gangplank::images::Settings, dir: &std::path::Path) {
+    copy_dir(&super::repo().join("policies"), dir);
+    let params_path = dir.join("params.yaml");
     let text = std::fs::read_to_string(&params_path).expect("read params.yaml");
     let mut params = gangplank::policy::ParamsFile::parse(&text, "params.yaml").expect("params");
     params.image_resolution = Some(settings.clone());
     let text = yaml_serde::to_string(&params).expect("params YAML");
     std::fs::write(&params_path, text).expect("write params.yaml");
-    dir
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
