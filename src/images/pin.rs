@@ -145,6 +145,9 @@ pub fn wanted(set: &PolicySet, input: &Input) -> Vec<String> {
 /// Failed lookups as findings of the `images` policy at the first container running the
 /// image: denied, or warned with the image left as written, per the failure mode.
 pub fn failure_violations(pinning: &Pinning, input: &Input) -> Vec<Violation> {
+    if pinning.failures().next().is_none() {
+        return Vec::new();
+    }
     let view = input.kind().map(|k| JobView::build(k, &input.object));
     let path_of = |image: &str| {
         view.as_ref()
