@@ -111,7 +111,6 @@ async fn metrics_count_requests_violations_and_latency() {
 async fn on_shutdown_readyz_fails_at_once_while_reviews_are_still_answered_for_the_delay() {
     let mut server = TestServer::with(Options {
         shutdown_delay: Duration::from_secs(4),
-        images: Default::default(),
         ..Options::default()
     })
     .await;
