@@ -28,7 +28,8 @@ push_blob() { # repo file -> digest
   local digest="sha256:$(sha256sum "$2" | cut -d' ' -f1)" location
   location=$(curl -fsS -X POST -D - -o /dev/null "http://$host/v2/$1/blobs/uploads/" | tr -d '\r' | sed -n 's/^[Ll]ocation: //p')
   case $location in /*) location="http://$host$location" ;; esac
-  curl -fsS -X PUT --data-binary @"$2" "$location&digest=$digest" >/dev/null
+  # octet-stream: with curl's default form type the registry would parse the body as a form.
+  curl -fsS -X PUT -H 'Content-Type: application/octet-stream' --data-binary @"$2" "$location&digest=$digest" >/dev/null
   echo "$digest"
 }
 
