@@ -226,6 +226,32 @@ async fn without_a_digest_header_the_digest_is_the_sha256_of_the_body() {
 }
 
 #[tokio::test]
+async fn a_registry_that_refuses_head_is_asked_with_get() {
+    let host = fake_registry(|request| {
+        if request.method() == Method::HEAD {
+            return Response::builder()
+                .status(StatusCode::METHOD_NOT_ALLOWED)
+                .body(Body::empty())
+                .unwrap_or_default();
+        }
+        Response::builder()
+            .header("content-type", MANIFEST_JSON)
+            .body(Body::from(r#"{"schemaVersion":2}"#))
+            .unwrap_or_default()
+    })
+    .await;
+    let image = format!("{host}/ml/train:v1");
+    let set = policies_with(Settings {
+        enabled: true,
+        plain_http_registries: vec![host.clone()],
+        ..Settings::default()
+    });
+    let decision = review_pinned(&set, &Pinner::default(), job_with_images(&image, &image)).await;
+    let digest = gangplank::images::digest::sha256(br#"{"schemaVersion":2}"#);
+    assert_eq!(image_of(&decision, "Master"), format!("{image}@{digest}"));
+}
+
+#[tokio::test]
 async fn registries_outside_the_allowed_list_are_never_called() {
     let host = fake_registry(|_| panic!("called a registry that is not allowed")).await;
     let set = policies_with(Settings {

@@ -405,10 +405,10 @@ async fn check_resolve_pins_like_the_webhook_and_offline_check_lists_unresolved_
         )
     };
 
-    let (offline, _) = check(&[]);
+    let (offline, stderr) = check(&[]);
     assert!(
         offline.contains(&format!("images left unresolved (offline; --resolve looks tags up as the webhook would): {image}")),
-        "{offline}"
+        "{offline}\n{stderr}"
     );
 
     let credentials_flag = format!("--registry-credentials={}", credentials.display());
@@ -419,7 +419,7 @@ async fn check_resolve_pins_like_the_webhook_and_offline_check_lists_unresolved_
         "{pinned}\n{stderr}"
     );
 
-    let (refused, _) = check(&["--resolve"]);
+    let (refused, stderr) = check(&["--resolve"]);
     assert!(
         refused.contains("requires credentials and none were found"),
         "{refused}"

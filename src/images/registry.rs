@@ -72,9 +72,9 @@ impl Lookup<'_> {
             }
         }
         if !response.status().is_success() {
-            // HEAD answers carry no body: ask again for the registry's explanation.
-            let response = self.send(Method::GET, &auth).await?;
-            return Err(self.status_error(response).await);
+            // HEAD answers carry no body: a GET brings the registry's explanation, or the
+            // manifest itself from a server that does not allow HEAD (405).
+            return self.digest_of_body(&auth).await;
         }
         self.check_content_type(response.headers())?;
         match header(response.headers(), DIGEST_HEADER) {
