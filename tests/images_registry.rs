@@ -422,7 +422,7 @@ async fn check_resolve_pins_like_the_webhook_and_offline_check_lists_unresolved_
     let (refused, stderr) = check(&["--resolve"]);
     assert!(
         refused.contains("requires credentials and none were found"),
-        "{refused}"
+        "{refused}\n{stderr}"
     );
     assert!(
         refused.contains(&format!(
