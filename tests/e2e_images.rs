@@ -102,7 +102,7 @@ async fn kubectl_apply_pins_every_image_with_the_pull_secrets_of_the_job_and_its
         },
         &policies,
     );
-    let _webhooks = Webhooks::install_with_cluster_access(control_plane, policies).await;
+    let webhooks = Webhooks::install_with_cluster_access(control_plane, policies).await;
     let client = control_plane.client().await;
     let namespace = control_plane.namespace("images").await;
 
@@ -169,4 +169,19 @@ async fn kubectl_apply_pins_every_image_with_the_pull_secrets_of_the_job_and_its
         .get_opt("anonymous")
         .await;
     assert!(gone.expect("get").is_none(), "a refused job is not stored");
+
+    // Counted by outcome, a closed set of labels.
+    let metrics = webhooks.metrics().await;
+    let count = |outcome: &str| {
+        let series = format!("gangplank_image_lookups_total{{outcome=\"{outcome}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or_default()
+    };
+    assert!(
+        count("pinned") >= 2 && count("unauthorized") >= 1,
+        "{metrics}"
+    );
 }

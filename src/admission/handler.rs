@@ -180,8 +180,14 @@ async fn handle(
     // lookups join the decision as findings of the images policy.
     let mut input = input;
     let pinning = ctx.images.pin(&set, &mut input).await;
-    for e in pinning.failures() {
-        warn!(image = e.image(), error = %e.message(), "image digest not resolved");
+    for r in &pinning.resolved {
+        match &r.outcome {
+            Ok(_) => ctx.metrics.image_lookup("pinned"),
+            Err(e) => {
+                ctx.metrics.image_lookup(e.metric_label());
+                warn!(image = e.image(), error = %e.message(), "image digest not resolved");
+            }
+        }
     }
     let unresolved = pin::failure_violations(&pinning, &input);
     match evaluate(ctx, set, input).await {

@@ -120,6 +120,33 @@ impl ResolveError {
         )
     }
 
+    /// A fixed label per variant, for metrics (never the message: it carries request data).
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ResolveError::Reference { .. } => "bad_reference",
+            ResolveError::NotAllowed { .. } => "not_allowed",
+            ResolveError::Transport { .. } => "unreachable",
+            ResolveError::Status { .. } => "registry_error",
+            ResolveError::Unauthorized { .. } => "unauthorized",
+            ResolveError::BadAnswer { .. } => "bad_answer",
+            ResolveError::Timeout { .. } => "timeout",
+            ResolveError::Client { .. } => "client",
+        }
+    }
+
+    /// Every value [`ResolveError::metric_label`] can return, and `pinned` for a success.
+    pub const OUTCOME_LABELS: [&'static str; 9] = [
+        "pinned",
+        "bad_reference",
+        "not_allowed",
+        "unreachable",
+        "registry_error",
+        "unauthorized",
+        "bad_answer",
+        "timeout",
+        "client",
+    ];
+
     /// The full message with its causes, one line.
     pub fn message(&self) -> String {
         crate::error_chain(self)
