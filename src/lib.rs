@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod cli;
+pub mod cluster;
 pub mod controller;
 pub mod crd;
 pub mod images;

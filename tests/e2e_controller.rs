@@ -27,6 +27,8 @@ e2e_suite!(
         a_job_the_webhooks_would_refuse_fails_without_a_half_created_gang,
         a_template_the_controller_cannot_read_fails_the_job_naming_it,
         the_metrics_count_reconciles_and_transitions_by_kind,
+        an_elastic_job_scaled_through_its_scale_subresource_follows,
+        the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd,
     ]
 );
 
@@ -43,6 +45,7 @@ fn control_plane() -> &'static ControlPlane {
         METRICS_PORT.get_or_init(|| port);
         let metrics = format!("--controller-metrics-addr=127.0.0.1:{port}");
         let args = [
+            "--kinds=PyTorchJob,TFJob,XGBoostJob,PaddleJob,JAXJob,MPIJob",
             "--leader-elect=false",
             "--gang-scheduler=",
             "--start-deadline=0s",
@@ -128,30 +131,7 @@ impl Test {
 
     /// Waits until an Event with `reason` was recorded in the namespace; its note.
     async fn wait_event(&self, reason: &str) -> String {
-        let api: kube::Api<k8s_openapi::api::events::v1::Event> =
-            kube::Api::namespaced(self.client.clone(), &self.ns);
-        support::wait_for(
-            &format!("event {reason}"),
-            Duration::from_secs(20),
-            || async {
-                let events = api
-                    .list(&Default::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let reasons: Vec<String> = events
-                    .items
-                    .iter()
-                    .filter_map(|e| e.reason.clone())
-                    .collect();
-                events
-                    .items
-                    .iter()
-                    .find(|e| e.reason.as_deref() == Some(reason))
-                    .map(|e| e.note.clone().unwrap_or_default())
-                    .ok_or_else(|| format!("events: {reasons:?}"))
-            },
-        )
-        .await
+        jobs::wait_event(&self.client, &self.ns, reason).await
     }
 
     /// Creates `job` (named bert), which must end Failed with `named` in the condition's
@@ -435,5 +415,83 @@ async fn the_metrics_count_reconciles_and_transitions_by_kind() {
         value("gangplank_controller_leader"),
         0.0,
         "no leader election in this suite"
+    );
+}
+
+/// What the HPA does to an elastic PyTorchJob: it writes Worker replicas through the /scale
+/// subresource (crds/ declares it). The controller adds the pod with the new WORLD_SIZE and
+/// min:max bounds, and removes the surplus pod when scaled back.
+async fn an_elastic_job_scaled_through_its_scale_subresource_follows() {
+    let t = setup("elastic-scale").await;
+    let mut elastic = job("gpt", 1);
+    elastic["spec"]["elasticPolicy"] =
+        json!({"minReplicas": 1, "maxReplicas": 4, "rdzvBackend": "c10d"});
+    t.create(&elastic).await;
+    wait_pods(&t.client, &t.ns, "gpt", 2).await;
+    let api = jobs::pytorch_api(&t.client, &t.ns);
+    let scale = |n: u32| json!({"spec": {"replicas": n}});
+    let params = PatchParams::default();
+    api.patch_scale("gpt", &params, &Patch::Merge(&scale(3)))
+        .await
+        .expect("scaled up through /scale");
+    let names = wait_pods(&t.client, &t.ns, "gpt", 4).await;
+    assert_eq!(
+        names,
+        [
+            "gpt-master-0",
+            "gpt-worker-0",
+            "gpt-worker-1",
+            "gpt-worker-2"
+        ]
+    );
+    let pods = pods_of(&t.client, &t.ns, "gpt").await;
+    let newest = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("gpt-worker-2"))
+        .expect("worker-2");
+    let env = env_of(newest);
+    for (name, value) in [("WORLD_SIZE", "4"), ("RANK", "3"), ("PET_NNODES", "1:4")] {
+        assert!(
+            env.contains(&(name.to_string(), value.to_string())),
+            "{name}={value} not in {env:?}"
+        );
+    }
+    api.patch_scale("gpt", &params, &Patch::Merge(&scale(1)))
+        .await
+        .expect("scaled down through /scale");
+    let names = wait_pods(&t.client, &t.ns, "gpt", 2).await;
+    assert_eq!(
+        names,
+        ["gpt-master-0", "gpt-worker-0"],
+        "{}",
+        controller_log(&t.ns)
+    );
+}
+
+/// crds/kubeflow.org_mpijobs.v2beta1.yaml in use: the upstream `pi` example is stored with
+/// the CRD's defaults and reaches its launcher and workers.
+async fn the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd() {
+    let t = setup("mpi-own-crd").await;
+    let path = support::corpus().join("upstream-examples/mpi-operator/v2beta1/pi/pi.yaml");
+    let text = std::fs::read_to_string(path).expect("the corpus's pi.yaml");
+    let pi: Value = yaml_serde::from_str(&text).expect("YAML");
+    t.create(&pi).await;
+    let names = wait_pods(&t.client, &t.ns, "pi", 3).await;
+    assert_eq!(
+        names,
+        ["pi-launcher", "pi-worker-0", "pi-worker-1"],
+        "{}",
+        controller_log(&t.ns)
+    );
+    let api = jobs::api_for(&t.client, &t.ns, &pi);
+    let stored = serde_json::to_value(api.get("pi").await.expect("pi")).expect("JSON");
+    assert_eq!(
+        (
+            stored["spec"]["runLauncherAsWorker"].clone(),
+            stored["spec"]["launcherCreationPolicy"].clone(),
+            stored["spec"]["mpiImplementation"].clone(),
+        ),
+        (json!(false), json!("AtStartup"), json!("OpenMPI")),
+        "the CRD's defaults"
     );
 }

@@ -20,6 +20,7 @@ e2e_suite!(
         every_upstream_v2beta1_example_reaches_its_pods,
         wait_for_workers_ready_holds_the_launcher_until_the_workers_run,
         suspend_deletes_the_pods_and_resume_brings_them_back,
+        a_secret_that_lost_its_keys_gets_new_ones_and_an_intact_one_is_never_rotated,
     ]
 );
 
@@ -203,4 +204,55 @@ async fn suspend_deletes_the_pods_and_resume_brings_them_back() {
         .await
         .expect("resume");
     wait_pods(&client, &ns, "pi", 3).await;
+}
+
+/// The job's next reconcile (here: an annotation on it) leaves an intact key alone and gives
+/// a Secret whose keys were removed by hand a new pair, in the same Secret.
+async fn a_secret_that_lost_its_keys_gets_new_ones_and_an_intact_one_is_never_rotated() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-secret").await;
+    jobs::create(&client, &ns, &pi_in(&ns), false)
+        .await
+        .expect("created");
+    wait_pods(&client, &ns, "pi", 3).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let public = || async {
+        let secret = secrets.get("pi-ssh").await.expect("pi-ssh");
+        let data = secret.data.unwrap_or_default();
+        data.get("ssh-publickey")
+            .map(|k| k.0.clone())
+            .unwrap_or_default()
+    };
+    let first = public().await;
+    let api = jobs::api_for(&client, &ns, &pi());
+    let params = kube::api::PatchParams::default();
+    let nudge =
+        |n: u32| serde_json::json!({"metadata": {"annotations": {"test/nudge": n.to_string()}}});
+    api.patch("pi", &params, &kube::api::Patch::Merge(&nudge(1)))
+        .await
+        .expect("nudge");
+    let names = wait_pods(&client, &ns, "pi", 3).await;
+    assert_eq!(names.len(), 3);
+    assert_eq!(public().await, first, "an intact key is never rotated");
+
+    // The API server keeps an ssh-auth Secret's private key non-empty; the public one can go.
+    let strip = serde_json::json!({"data": {"ssh-publickey": null}});
+    secrets
+        .patch("pi-ssh", &params, &kube::api::Patch::Merge(&strip))
+        .await
+        .expect("hand edit");
+    api.patch("pi", &params, &kube::api::Patch::Merge(&nudge(2)))
+        .await
+        .expect("nudge");
+    support::wait_for("pi-ssh repaired", Duration::from_secs(30), || async {
+        let secret = secrets.get("pi-ssh").await.map_err(|e| e.to_string())?;
+        let data = secret.data.unwrap_or_default();
+        let keys: Vec<&String> = data.keys().collect();
+        let fresh = data
+            .get("ssh-publickey")
+            .is_some_and(|k| k.0.starts_with(b"ecdsa-sha2-nistp521 ") && k.0 != first);
+        fresh.then_some(()).ok_or_else(|| format!("{keys:?}"))
+    })
+    .await;
 }

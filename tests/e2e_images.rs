@@ -102,7 +102,7 @@ async fn kubectl_apply_pins_every_image_with_the_pull_secrets_of_the_job_and_its
         },
         &policies,
     );
-    let webhooks = Webhooks::install_with_cluster_access(control_plane, policies).await;
+    let webhooks = Webhooks::install(control_plane, policies).await;
     let client = control_plane.client().await;
     let namespace = control_plane.namespace("images").await;
 

@@ -104,3 +104,33 @@ digits_value(d) := to_number(d) if d != ""
 
 # Devices a pod of replica r gets: whole GPUs plus MIG slices.
 devices_per_pod(r) := r.gpusPerPod + r.migSlicesPerPod
+
+# What a container gets of a GPU-like resource (a JobView gpuResources entry): its limit,
+# else its request (the apiserver copies a lone limit into the request).
+gpu_amount(g) := g.limit if {
+	is_number(g.limit)
+} else := g.request if {
+	is_number(g.request)
+} else := 0
+
+# The whole gang's amount of resource `name`: every pod of every replica type.
+gang_total(name) := sum([n |
+	some r in input.job.replicas
+	some c in r.containers
+	some g in c.gpuResources
+	g.name == name
+	n := r.replicas * gpu_amount(g)
+])
+
+# GPU-like resources the job asks for anywhere.
+gang_resources contains g.name if {
+	some r in input.job.replicas
+	some c in r.containers
+	some g in c.gpuResources
+	gpu_amount(g) > 0
+}
+
+# " (cluster inventory may be out of date: ...)" when the inventory says it may be.
+inventory_stale_note := "" if {
+	object.get(data.cluster, "stale", "") == ""
+} else := sprintf(" (cluster inventory may be out of date: %s)", [data.cluster.stale])

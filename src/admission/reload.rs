@@ -25,6 +25,7 @@ use arc_swap::ArcSwapOption;
 use tracing::{error, info};
 
 use super::metrics::Metrics;
+use crate::cluster::ClusterHandle;
 use crate::policy::load::{rego_files, PARAMS_FILE};
 use crate::policy::{LoadError, PolicySet};
 
@@ -34,6 +35,8 @@ pub struct PolicyStore {
     dir: PathBuf,
     current: ArcSwapOption<PolicySet>,
     state: Mutex<State>,
+    /// The cluster inventory every set of this store reads as `data.cluster`.
+    cluster: ClusterHandle,
 }
 
 #[derive(Debug, Default)]
@@ -66,9 +69,15 @@ pub struct PolicyStatus {
 impl PolicyStore {
     /// Loads `dir` once. Errors leave nothing behind; the caller decides whether to start.
     pub fn load(dir: &Path) -> Result<PolicyStore, LoadError> {
+        PolicyStore::load_with_cluster(dir, ClusterHandle::default())
+    }
+
+    /// Loads `dir` once; this set and every reloaded one read `data.cluster` from `cluster`.
+    pub fn load_with_cluster(dir: &Path, cluster: ClusterHandle) -> Result<PolicyStore, LoadError> {
         let seen = fingerprint(dir);
-        let set = PolicySet::load(dir)?;
+        let set = PolicySet::load(dir)?.with_cluster(cluster.clone());
         Ok(PolicyStore {
+            cluster,
             dir: dir.to_path_buf(),
             current: ArcSwapOption::from_pointee(set),
             state: Mutex::new(State {
@@ -83,6 +92,7 @@ impl PolicyStore {
     /// A store with a set already compiled (tests, benchmarks).
     pub fn with_set(dir: &Path, set: PolicySet) -> PolicyStore {
         PolicyStore {
+            cluster: set.cluster().clone(),
             dir: dir.to_path_buf(),
             current: ArcSwapOption::from_pointee(set),
             state: Mutex::new(State {
@@ -135,7 +145,7 @@ impl PolicyStore {
             state.seen = seen;
         }
         let started = std::time::Instant::now();
-        let loaded = PolicySet::load(&self.dir);
+        let loaded = PolicySet::load(&self.dir).map(|s| s.with_cluster(self.cluster.clone()));
         let mut state = self.state.lock().ok()?;
         match loaded {
             Ok(set) => {

@@ -52,6 +52,11 @@ pub struct CheckArgs {
     /// (`{"auths": {"<registry>": {"auth": "<base64 user:password>"}}}`).
     #[arg(long, env = "GANGPLANK_REGISTRY_CREDENTIALS", requires = "resolve")]
     pub registry_credentials: Option<PathBuf>,
+    /// A cluster inventory for the policies that check jobs against the cluster
+    /// (`data.cluster`): `kubectl get nodes -o yaml` output, Volcano Queues optionally in
+    /// the same list (`kubectl get nodes,queues -o yaml`). Without it those policies are silent.
+    #[arg(long, env = "GANGPLANK_CLUSTER_SNAPSHOT")]
+    pub cluster: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -72,14 +77,32 @@ impl CheckArgs {
             profile,
             resolve,
             registry_credentials,
+            cluster,
         } = self;
-        let set = match PolicySet::load(&policies) {
-            Ok(set) => set,
+        let inventory = match cluster.as_deref().map(crate::cluster::snapshot::read) {
+            None => None,
+            Some(Ok(inventory)) => Some(crate::cluster::ClusterHandle::fixed(&inventory)),
+            Some(Err(message)) => {
+                eprintln!("error: --cluster: {message}");
+                return exit::UNREADABLE;
+            }
+        };
+        // With --resolve, recompiled with imageResolution on; before the inventory is
+        // attached, which a recompile would not keep.
+        let loaded = PolicySet::load(&policies).map_err(|e| report::error_chain(&e));
+        let loaded = match (loaded, resolve) {
+            (Ok(set), true) => with_resolution(&set),
+            (loaded, _) => loaded,
+        };
+        let set = match loaded {
+            Ok(set) => match inventory {
+                Some(handle) => set.with_cluster(handle),
+                None => set,
+            },
             Err(e) => {
                 eprintln!(
-                    "error: cannot load policies from {}: {}",
-                    policies.display(),
-                    report::error_chain(&e)
+                    "error: cannot load policies from {}: {e}",
+                    policies.display()
                 );
                 return exit::UNREADABLE;
             }
@@ -87,8 +110,7 @@ impl CheckArgs {
         if let Some(why) = set.interpreter_reason() {
             eprintln!("note: policies run on the regorus interpreter, not the bytecode VM: {why}");
         }
-        let resolving = match resolve.then(|| Resolving::new(&set, registry_credentials.as_deref()))
-        {
+        let resolving = match resolve.then(|| Resolving::new(registry_credentials.as_deref())) {
             Some(Ok(r)) => Some(r),
             Some(Err(message)) => {
                 eprintln!("error: {message}");
@@ -115,7 +137,7 @@ impl CheckArgs {
                         let decision = review::review(&set, &doc.input);
                         return Outcome::decided(doc, decision, unresolved);
                     };
-                    let (decision, unresolved) = resolving.review(&mut doc.input);
+                    let (decision, unresolved) = resolving.review(&set, &mut doc.input);
                     Outcome::decided(doc, decision, unresolved)
                 }
                 Err(e) => Outcome::unreadable(e),
@@ -148,20 +170,23 @@ impl CheckArgs {
     }
 }
 
-/// `--resolve`: the policies with resolution on, a resolver and a runtime to run it on.
+/// `set` recompiled with `imageResolution` turned on (its other settings kept).
+fn with_resolution(set: &PolicySet) -> Result<PolicySet, String> {
+    let mut sources = set.sources().clone();
+    let mut settings = sources.params.image_resolution.take().unwrap_or_default();
+    settings.enabled = true;
+    sources.params.image_resolution = Some(settings);
+    PolicySet::compile(sources).map_err(|e| report::error_chain(&e))
+}
+
+/// `--resolve`: a resolver with the credentials file, and a runtime to run it on.
 struct Resolving {
-    set: PolicySet,
     pinner: Pinner,
     runtime: tokio::runtime::Runtime,
 }
 
 impl Resolving {
-    fn new(set: &PolicySet, credentials: Option<&Path>) -> Result<Resolving, String> {
-        let mut sources = set.sources().clone();
-        let mut settings = sources.params.image_resolution.take().unwrap_or_default();
-        settings.enabled = true;
-        sources.params.image_resolution = Some(settings);
-        let set = PolicySet::compile(sources).map_err(|e| report::error_chain(&e))?;
+    fn new(credentials: Option<&Path>) -> Result<Resolving, String> {
         let credentials = match credentials {
             Some(path) => Keychain::from_file(path).map_err(|e| report::error_chain(&e))?,
             None => Keychain::default(),
@@ -171,7 +196,6 @@ impl Resolving {
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))?;
         Ok(Resolving {
-            set,
             pinner: Pinner {
                 credentials,
                 ..Pinner::default()
@@ -181,17 +205,21 @@ impl Resolving {
     }
 
     /// What the webhooks decide: pin, review, add the failed lookups.
-    fn review(&self, input: &mut Input) -> (Result<Decision, EvalError>, Unresolved) {
-        if review::decide::skip_reason(&self.set, input).is_some() {
-            return (review::review(&self.set, input), Unresolved::default());
+    fn review(
+        &self,
+        set: &PolicySet,
+        input: &mut Input,
+    ) -> (Result<Decision, EvalError>, Unresolved) {
+        if review::decide::skip_reason(set, input).is_some() {
+            return (review::review(set, input), Unresolved::default());
         }
-        let pinning = self.runtime.block_on(self.pinner.pin(&self.set, input));
+        let pinning = self.runtime.block_on(self.pinner.pin(set, input));
         let failures = pin::failure_violations(&pinning, input);
         let unresolved = Unresolved {
             images: pinning.failures().map(|e| e.image().to_string()).collect(),
             looked_up: true,
         };
-        let decision = review::review(&self.set, input).map(|mut d| {
+        let decision = review::review(set, input).map(|mut d| {
             d.add_violations(failures);
             d
         });

@@ -22,7 +22,8 @@ use crate::job::KindSpec;
 /// Settings of the lifecycle controller, shared by `controller` and `serve --controller`.
 #[derive(Debug, Clone, Args)]
 pub struct ControllerOptions {
-    /// Kinds to run (kubeflow.org/v1; add MPIJob for kubeflow.org/v2beta1 MPIJobs). Never run
+    /// Kinds to run (kubeflow.org/v1; add MPIJob for kubeflow.org/v2beta1 MPIJobs, or
+    /// MPIJob/v1 for the training operator's kubeflow.org/v1 MPIJobs, not both). Never run
     /// the upstream training-operator or mpi-operator on the same kinds: both would create
     /// each job's pods (deploy/README.md).
     #[arg(long, value_delimiter = ',', default_values_t = RUNNABLE_KINDS.iter().map(|k| k.to_string()), env = "GANGPLANK_KINDS")]
@@ -46,6 +47,13 @@ pub struct ControllerOptions {
         env = "GANGPLANK_PYTORCH_INIT_IMAGE"
     )]
     pub pytorch_init_image: String,
+    /// Image of the init container that copies kubectl into a v1 MPIJob's launcher.
+    #[arg(
+        long,
+        default_value = "kubeflow/kubectl-delivery:latest",
+        env = "GANGPLANK_MPI_KUBECTL_DELIVERY_IMAGE"
+    )]
+    pub mpi_kubectl_delivery_image: String,
     /// Hold a coordination.k8s.io Lease so that only one replica reconciles.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "GANGPLANK_LEADER_ELECT")]
     pub leader_elect: bool,
@@ -161,6 +169,12 @@ impl ControllerOptions {
             })?;
             kinds.push(spec);
         }
+        let mpi_versions = kinds.iter().filter(|k| k.kind == "MPIJob").count();
+        if mpi_versions > 1 {
+            // One CRD named mpijobs.kubeflow.org serves the cluster; two controllers would
+            // both act on every MPIJob.
+            return Err("--kinds: MPIJob (v2beta1) and MPIJob/v1 exclude each other: a cluster has one MPIJob CRD (crds/README.md)".to_string());
+        }
         let config = Config {
             gang: GangScheduler::from_flag(self.gang_scheduler.trim()),
             start_deadline: (!self.start_deadline.is_zero()).then_some(self.start_deadline),
@@ -169,20 +183,26 @@ impl ControllerOptions {
                 OnStuck::RestartGang => StuckAction::RestartGang,
             },
             pytorch_init_image: self.pytorch_init_image.clone(),
+            mpi_kubectl_delivery_image: self.mpi_kubectl_delivery_image.clone(),
             ..Config::default()
         };
         Ok((kinds, config))
     }
 }
 
-/// MPIJob runs only when named in --kinds: it is kubeflow.org/v2beta1 (the mpi-operator's
-/// API), and a cluster that runs the mpi-operator must stop it first.
-const OPT_IN_MPI: &str = "and MPIJob (kubeflow.org/v2beta1) when named";
+/// MPIJob runs only when named in --kinds: `MPIJob` is kubeflow.org/v2beta1 (the
+/// mpi-operator's API), `MPIJob/v1` the training operator's; a cluster that runs either
+/// upstream operator for MPIJobs must stop it first.
+const OPT_IN_MPI: &str =
+    "and, when named, MPIJob (kubeflow.org/v2beta1) or MPIJob/v1 (kubeflow.org/v1)";
 
 /// The kind table row of a kind the controller runs, by name (any case).
 fn runnable(name: &str) -> Option<&'static KindSpec> {
-    if name.eq_ignore_ascii_case("MPIJob") {
+    if name.eq_ignore_ascii_case("MPIJob") || name.eq_ignore_ascii_case("MPIJob/v2beta1") {
         return crate::job::lookup("kubeflow.org/v2beta1", "MPIJob");
+    }
+    if name.eq_ignore_ascii_case("MPIJob/v1") {
+        return crate::job::lookup("kubeflow.org/v1", "MPIJob");
     }
     let known = RUNNABLE_KINDS
         .iter()

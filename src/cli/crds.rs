@@ -1,5 +1,6 @@
 //! `gangplank crds`: writes the CRDs of the training kinds the controller runs, generated
-//! from the Rust types in `src/crd/`, one YAML file per CRD (`crds/` in the repository).
+//! from the Rust types in `src/crd/`, one YAML file per CRD (`crds/` in the repository; the
+//! v1 MPIJob's in its subdirectory `mpijob-v1/`).
 
 use std::path::{Path, PathBuf};
 
@@ -11,8 +12,8 @@ use crate::crd::{self, CrdFile};
 
 #[derive(Debug, Args)]
 pub struct CrdsArgs {
-    /// Directory to write the CRD files into (created if missing); existing files of the same
-    /// name are replaced.
+    /// Directory to write the CRD files into (created if missing, with the `mpijob-v1`
+    /// subdirectory); existing files of the same name are replaced.
     #[arg(long, default_value = "crds", env = "GANGPLANK_CRDS_OUT")]
     pub out: PathBuf,
 }
@@ -38,11 +39,14 @@ impl CrdsArgs {
     }
 }
 
-/// Creates `dir` and writes `files` into it.
+/// Writes `files` into `dir`, creating it and the subdirectories they name.
 fn write_all(dir: &Path, files: &[CrdFile]) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for file in files {
-        let path = dir.join(&file.file_name);
+        let path = dir.join(&file.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
         std::fs::write(&path, &file.yaml)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("wrote {}", path.display());

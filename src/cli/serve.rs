@@ -14,6 +14,7 @@ use crate::admission::certs::{self, Bundle};
 use crate::admission::handler::Limits;
 use crate::admission::server::DEFAULT_MAX_BODY_BYTES;
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
+use crate::cluster::ClusterHandle;
 use crate::images::{Keychain, Pinner};
 
 /// The webhook's `timeoutSeconds` in deploy/: evaluation must give up before it.
@@ -76,6 +77,11 @@ pub struct ServeArgs {
     pub controller: bool,
     #[command(flatten)]
     pub controller_options: super::controller::ControllerOptions,
+    /// Watch Nodes and Volcano Queues (when a cluster is reachable: in-cluster or
+    /// KUBECONFIG) so that policies can refuse gangs the cluster can never schedule
+    /// (`data.cluster`). Admission never waits on it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "GANGPLANK_CLUSTER_INVENTORY")]
+    pub cluster_inventory: bool,
 }
 
 impl ServeArgs {
@@ -112,13 +118,18 @@ impl ServeArgs {
             registry_credentials,
             controller,
             controller_options,
+            cluster_inventory,
         } = self;
         if eval_timeout >= WEBHOOK_TIMEOUT {
             warn!(eval_timeout_ms = eval_timeout.as_millis() as u64,
                 "--eval-timeout is not below the webhook's timeoutSeconds (5 s): the apiserver may time out before gangplank refuses");
         }
         let metrics = Arc::new(Metrics::new());
-        let store = match PolicyStore::load(&policies) {
+        let cluster = ClusterHandle::default();
+        if cluster_inventory {
+            start_inventory(cluster.clone()).await;
+        }
+        let store = match PolicyStore::load_with_cluster(&policies, cluster) {
             Ok(store) => store,
             Err(e) => {
                 error!(dir = %policies.display(), error = %error_chain(&e), "cannot load policies");
@@ -230,6 +241,24 @@ async fn image_pinner(credentials: Option<&std::path::Path>) -> Result<Pinner, S
         credentials,
         ..Pinner::default()
     })
+}
+
+/// Starts watching the cluster's Nodes and Queues into `cluster`, if an API configuration
+/// exists; without one (a laptop, CI) the policies just see no `data.cluster`.
+async fn start_inventory(cluster: ClusterHandle) {
+    let client = match kube::Config::infer().await.map(kube::Client::try_from) {
+        Ok(Ok(client)) => client,
+        Ok(Err(e)) => {
+            warn!(error = %error_chain(&e), "no cluster inventory: cannot build a client");
+            return;
+        }
+        Err(e) => {
+            info!(reason = %error_chain(&e), "no cluster inventory: no in-cluster or KUBECONFIG configuration");
+            return;
+        }
+    };
+    tokio::spawn(crate::cluster::watch::run(client, cluster));
+    info!("watching Nodes and Volcano Queues for data.cluster");
 }
 
 /// A self-signed pair for a local run; its CA goes where a client can pick it up.

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
 use serde_json::Value;
 
 use super::status::JobStatus;
@@ -82,6 +83,24 @@ pub enum Action {
     /// pair and fills `data` (the planner is pure). An existing Secret is never planned again,
     /// so the key is never rotated under a running job.
     CreateSshSecret(Box<Secret>),
+    /// The SSH Secret lost a key (edited by hand): merge-patch a freshly generated pair into
+    /// its `data`. Pods see the new files through their Secret volume.
+    RepairSshSecret {
+        name: String,
+    },
+    /// MPIJob v1: the launcher's ServiceAccount `<job>-launcher` (see
+    /// [`mpi::kubexec`](super::mpi::kubexec)).
+    CreateServiceAccount(Box<ServiceAccount>),
+    /// MPIJob v1: the Role `<job>-launcher` that lets the launcher `kubectl exec` into its
+    /// workers, and only them.
+    CreateRole(Box<Role>),
+    /// Replace the Role's rules (merge-patch `{"rules": ...}`), when the workers changed.
+    UpdateRole {
+        name: String,
+        rules: Vec<PolicyRule>,
+    },
+    /// MPIJob v1: binds the launcher's Role to its ServiceAccount.
+    CreateRoleBinding(Box<RoleBinding>),
     /// ttlSecondsAfterFinished has passed: delete the job (its pods go with it by owner
     /// reference).
     DeleteJob,

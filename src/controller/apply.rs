@@ -8,7 +8,8 @@
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -171,6 +172,43 @@ async fn apply_one(
             };
             // 409: a Secret exists already and keeps its key (never rotated).
             ("create ssh secret", name, exists_ok(result))
+        }
+        Action::RepairSshSecret { name } => {
+            let result = match with_new_key(&Secret::default()) {
+                Ok(fresh) => {
+                    let patch = json!({ "data": fresh.data });
+                    secrets
+                        .patch(name, &merge, &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
+                }
+                Err(e) => Err(kube::Error::Service(Box::new(e))),
+            };
+            ("repair ssh secret", name.clone(), result)
+        }
+        Action::CreateServiceAccount(account) => {
+            let name = account.metadata.name.clone().unwrap_or_default();
+            let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+            let result = api.create(&create, account).await.map(drop);
+            ("create serviceaccount", name, exists_ok(result))
+        }
+        Action::CreateRole(role) => {
+            let name = role.metadata.name.clone().unwrap_or_default();
+            let api: Api<Role> = Api::namespaced(client.clone(), ns);
+            let result = api.create(&create, role).await.map(drop);
+            ("create role", name, exists_ok(result))
+        }
+        Action::UpdateRole { name, rules } => {
+            let api: Api<Role> = Api::namespaced(client.clone(), ns);
+            let patch = json!({ "rules": rules });
+            let result = api.patch(name, &merge, &Patch::Merge(&patch)).await;
+            ("update role", name.clone(), result.map(drop))
+        }
+        Action::CreateRoleBinding(binding) => {
+            let name = binding.metadata.name.clone().unwrap_or_default();
+            let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+            let result = api.create(&create, binding).await.map(drop);
+            ("create rolebinding", name, exists_ok(result))
         }
         Action::DeleteJob => {
             // Background: the job goes now, its pods and Services after it by owner reference.

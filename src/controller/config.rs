@@ -1,5 +1,6 @@
 //! Operator-wide settings the planner reads: which gang scheduler runs, the watchdog's
-//! default start deadline and what it does, and the PyTorch init container.
+//! default start deadline and what it does, the PyTorch init container and the v1 MPIJob
+//! launcher's kubectl-delivery image.
 
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ pub struct Config {
     /// Suffix after `<svc>.<ns>.svc` in TF_CONFIG addresses (upstream reads the
     /// `CUSTOM_CLUSTER_DOMAIN` environment variable; here it is explicit so `plan` stays pure).
     pub cluster_domain: Option<String>,
+    /// Image of the `kubectl-delivery` init container that copies `kubectl` into a v1
+    /// MPIJob's launcher (upstream `--mpi-kubectl-delivery-image`).
+    pub mpi_kubectl_delivery_image: String,
 }
 
 impl Config {
@@ -46,6 +50,7 @@ impl Default for Config {
             pytorch_init_image: "alpine:3.10".to_string(),
             pytorch_init_max_tries: 100,
             cluster_domain: None,
+            mpi_kubectl_delivery_image: "kubeflow/kubectl-delivery:latest".to_string(),
         }
     }
 }

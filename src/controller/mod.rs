@@ -15,7 +15,8 @@
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
 //! - [`podgroup`]: Volcano and scheduler-plugins PodGroups ([`quantity`]: minResources sums).
 //! - [`elastic`]: PyTorch `elasticPolicy` (bounds, checks, gang size); [`hpa`]: its HPA.
-//! - [`mpi`]: MPIJob v2beta1 (launcher, workers, ConfigMap, Service, SSH Secret).
+//! - [`mpi`]: MPIJob v2beta1 (launcher, workers, ConfigMap, Service, SSH Secret) and v1
+//!   ([`mpi::kubexec`]: ConfigMap with kubexec.sh, the launcher's ServiceAccount and Role).
 //! - [`replicas`]: which observed pod fills which slot, and the replicaStatuses counts.
 //! - [`status`]: conditions with upstream's bookkeeping, replicaStatuses, timestamps.
 //! - [`outcome`]: the per-kind rules that turn replica counts into Running/Succeeded/Failed.
@@ -67,7 +68,7 @@ pub mod watchdog;
 
 pub use action::{Action, DeleteReason, Event, EventType, Plan};
 pub use config::{Config, GangScheduler, StuckAction};
-pub use observed::{ClusterFacts, Observed};
+pub use observed::{ClusterFacts, LauncherRbac, Observed, SshSecret};
 pub use plan::plan;
 pub use snapshot::{JobSnapshot, SnapshotError};
 pub use status::{Condition, ConditionType, JobStatus, ReplicaStatus};

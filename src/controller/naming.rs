@@ -62,11 +62,13 @@ pub fn replica_labels(
     labels
 }
 
-/// Upstream's `job-role=master`: the Master/Chief, or worker-0 when the job has none (PyTorch,
-/// TF, JAX; XGBoost and Paddle mark only a Master).
+/// Upstream's `job-role=master`: the Master/Chief (the v1 MPI launcher), or worker-0 when the
+/// job has none (PyTorch, TF, JAX; XGBoost and Paddle mark only a Master).
 fn is_master(job: &JobSnapshot, replica: &Replica, index: i32) -> bool {
     match replica.role() {
         Role::Coordinator => true,
+        // The training operator's MPIJob marks its launcher.
+        Role::Launcher => mpi::is_v1(job),
         Role::Worker => {
             index == 0
                 && job.coordinator().is_none()

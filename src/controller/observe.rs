@@ -6,14 +6,16 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Event as CoreEvent, PersistentVolumeClaim, Pod, Secret, Service,
+    ConfigMap, Event as CoreEvent, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PartialObjectMeta};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
-use super::observed::{ClusterFacts, Observed};
+use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
+use super::observed::{ClusterFacts, LauncherRbac, Observed, SshSecret};
 use super::snapshot::JobSnapshot;
 use super::{mpi, naming, podgroup, Config};
 
@@ -60,43 +62,83 @@ pub async fn observe(
         hpa,
         config_map: mpi_objects.config_map,
         ssh_secret: mpi_objects.ssh_secret,
+        launcher_rbac: mpi_objects.launcher_rbac,
         foreign: mpi_objects.foreign,
         facts,
     })
 }
 
-/// An MPIJob's ConfigMap and SSH Secret (its metadata only: the key is never read). One
-/// of those names held by an object the job does not control (say, a v1 MPIJob of the same
-/// name) is reported in `foreign`, never adopted.
+/// An MPIJob's shared objects: the ConfigMap, then v2beta1's SSH Secret (read whole, to see
+/// that its keys are there; the keys are not kept) or v1's launcher ServiceAccount, Role and RoleBinding. One of
+/// those names held by an object the job does not control (say, an MPIJob of the same name
+/// of the other version) is reported in `foreign`, never adopted.
 async fn read_mpi_objects(
     client: &kube::Client,
     job: &JobSnapshot,
 ) -> Result<MpiObjects, kube::Error> {
     let mut found = MpiObjects::default();
-    if !mpi::is_v2(job) {
+    if !mpi::is_mpi(job) {
         return Ok(found);
     }
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &job.namespace);
-    if let Some(cm) = config_maps.get_opt(&mpi::config_name(job)).await? {
-        match controlled_by(cm.owner_references(), job) {
-            true => found.config_map = Some(cm),
-            false => found.foreign.push(mpi::config_name(job)),
-        }
+    let ns = job.namespace.as_str();
+    let foreign = &mut found.foreign;
+    let name = mpi::config_name(job);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    found.config_map = ours(config_maps.get_opt(&name).await?, &name, job, foreign);
+    if mpi::is_v2(job) {
+        let name = mpi::secret_name(job);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let secret = ours(secrets.get_opt(&name).await?, &name, job, foreign);
+        found.ssh_secret = secret.as_ref().map_or(SshSecret::Absent, ssh_secret_state);
+        return Ok(found);
     }
-    let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &job.namespace);
-    if let Some(secret) = secrets.get_metadata_opt(&mpi::secret_name(job)).await? {
-        match controlled_by(secret.owner_references(), job) {
-            true => found.ssh_secret = true,
-            false => found.foreign.push(mpi::secret_name(job)),
-        }
-    }
+    let name = mpi::launcher_name(job);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    let rbac = &mut found.launcher_rbac;
+    rbac.service_account = ours(accounts.get_opt(&name).await?, &name, job, foreign).is_some();
+    rbac.role = ours(roles.get_opt(&name).await?, &name, job, foreign);
+    rbac.role_binding = ours(bindings.get_opt(&name).await?, &name, job, foreign).is_some();
     Ok(found)
+}
+
+/// Intact when both keys are there and not empty; the key itself is not judged (a pair we
+/// wrote is valid, and rewriting a user's working key would log running ranks out).
+fn ssh_secret_state(secret: &Secret) -> SshSecret {
+    let data = secret.data.as_ref();
+    let has = |key: &str| {
+        data.and_then(|d| d.get(key))
+            .is_some_and(|v| !v.0.is_empty())
+    };
+    match has(SSH_PRIVATE_KEY) && has(SSH_PUBLIC_KEY) {
+        true => SshSecret::Intact,
+        false => SshSecret::Damaged,
+    }
+}
+
+/// `found` if the job controls it; a name held by anything else goes into `foreign`.
+fn ours<K: ResourceExt>(
+    found: Option<K>,
+    name: &str,
+    job: &JobSnapshot,
+    foreign: &mut Vec<String>,
+) -> Option<K> {
+    let object = found?;
+    if controlled_by(object.owner_references(), job) {
+        return Some(object);
+    }
+    if !foreign.iter().any(|f| f == name) {
+        foreign.push(name.to_string());
+    }
+    None
 }
 
 #[derive(Default)]
 struct MpiObjects {
     config_map: Option<ConfigMap>,
-    ssh_secret: bool,
+    ssh_secret: SshSecret,
+    launcher_rbac: LauncherRbac,
     foreign: Vec<String>,
 }
 

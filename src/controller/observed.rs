@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::rbac::v1::Role;
 use serde_json::Value;
 
 /// Objects owned by the job (controller owner reference to its uid) and related facts.
@@ -18,13 +19,35 @@ pub struct Observed {
     pub hpa: Option<HorizontalPodAutoscaler>,
     /// MPIJob: its `<job>-config` ConfigMap, when it exists and the job controls it.
     pub config_map: Option<ConfigMap>,
-    /// MPIJob: its `<job>-ssh` Secret exists and the job controls it (only existence
-    /// matters: it is never rewritten).
-    pub ssh_secret: bool,
+    /// MPIJob v2beta1: the state of its `<job>-ssh` Secret, when the job controls it.
+    pub ssh_secret: SshSecret,
+    /// MPIJob v1: the launcher's ServiceAccount, Role and RoleBinding `<job>-launcher`.
+    pub launcher_rbac: LauncherRbac,
     /// Names the job's own objects must have that are held by objects it does not control
-    /// (MPIJob: `<job>-config`, `<job>-ssh`).
+    /// (MPIJob: `<job>-config`, `<job>-ssh`, `<job>-launcher`).
     pub foreign: Vec<String>,
     pub facts: ClusterFacts,
+}
+
+/// An MPIJob's SSH key Secret as the controller found it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SshSecret {
+    #[default]
+    Absent,
+    /// Both keys are there: it is never rewritten (no key rotation under a running job).
+    Intact,
+    /// A key is missing or empty (edited by hand): no pod could log in with it, so it gets a
+    /// new pair.
+    Damaged,
+}
+
+/// A v1 MPIJob's launcher identity, as far as the job controls it: the ServiceAccount and
+/// RoleBinding only need to exist; the Role's rules follow the worker count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LauncherRbac {
+    pub service_account: bool,
+    pub role: Option<Role>,
+    pub role_binding: bool,
 }
 
 /// Facts about the cluster that only the I/O shell can read, as plain data.

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::action::{Action, DeleteReason, Event, Plan};
 use super::config::{Config, StuckAction};
 use super::deadlines::{self, Deadline};
-use super::observed::Observed;
+use super::observed::{Observed, SshSecret};
 use super::replicas::{self, phase, Slots};
 use super::restart::{self, BackoffCount, FailedPod};
 use super::snapshot::JobSnapshot;
@@ -224,7 +224,7 @@ impl<'a> Planner<'a> {
 
     fn create_missing(&mut self, slots: &[Slots]) {
         let (job, observed) = (self.job, self.observed);
-        let is_mpi = mpi::is_v2(job);
+        let is_mpi = mpi::is_mpi(job);
         if is_mpi && !self.mpi_shared_objects(slots) {
             return;
         }
@@ -250,10 +250,11 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// An MPIJob's ConfigMap (kept in step with the running workers), SSH Secret and
-    /// Service, before its pods, which mount or resolve through them. False when another
-    /// owner holds one of their names: no pod may mount someone else's hosts or key (the
-    /// mpi-operator's `ErrResourceExists`; the job waits until the name is free).
+    /// An MPIJob's shared objects, before its pods, which mount or use them: the ConfigMap
+    /// (kept in step with the running workers), then v2beta1's SSH Secret and Service or v1's
+    /// launcher ServiceAccount, Role and RoleBinding. False when another owner holds one of
+    /// their names: no pod may mount someone else's hosts or key, or exec with someone else's
+    /// rights (the mpi-operator's `ErrResourceExists`; the job waits until the name is free).
     fn mpi_shared_objects(&mut self, slots: &[Slots]) -> bool {
         let (job, observed) = (self.job, self.observed);
         for name in &observed.foreign {
@@ -265,7 +266,10 @@ impl<'a> Planner<'a> {
         if !observed.foreign.is_empty() {
             return false;
         }
-        let want = mpi::objects::config_map(job, &workers(slots), self.config);
+        let want = match mpi::is_v2(job) {
+            true => mpi::objects::config_map(job, &workers(slots), self.config),
+            false => mpi::kubexec::config_map(job, &workers(slots)),
+        };
         match &observed.config_map {
             None => self.push(Action::CreateConfigMap(Box::new(want))),
             Some(have) if have.data != want.data => self.push(Action::UpdateConfigMap {
@@ -274,15 +278,62 @@ impl<'a> Planner<'a> {
             }),
             Some(_) => {}
         }
-        if !observed.ssh_secret {
-            let secret = mpi::objects::ssh_secret(job);
-            self.push(Action::CreateSshSecret(Box::new(secret)));
+        match mpi::is_v2(job) {
+            true => self.ssh_objects(),
+            false => self.launcher_rbac(),
+        }
+        true
+    }
+
+    /// v2beta1: the SSH Secret (never rewritten once it exists) and the headless Service.
+    fn ssh_objects(&mut self) {
+        let (job, observed) = (self.job, self.observed);
+        match observed.ssh_secret {
+            SshSecret::Absent => {
+                let secret = mpi::objects::ssh_secret(job);
+                self.push(Action::CreateSshSecret(Box::new(secret)));
+            }
+            SshSecret::Damaged => {
+                let msg = format!(
+                    "Secret {:?} lost its keys; writing a new pair",
+                    mpi::secret_name(job)
+                );
+                self.out
+                    .events
+                    .push(Event::warning("SSHSecretRepaired", msg));
+                self.push(Action::RepairSshSecret {
+                    name: mpi::secret_name(job),
+                });
+            }
+            SshSecret::Intact => {}
         }
         if !observed.has_service(&job.name) {
             let service = mpi::objects::service(job);
             self.push(Action::CreateService(Box::new(service)));
         }
-        true
+    }
+
+    /// v1: the launcher's ServiceAccount, its Role (exec rights on exactly the current
+    /// workers, so rewritten when they change) and the RoleBinding between them.
+    fn launcher_rbac(&mut self) {
+        let (job, have) = (self.job, &self.observed.launcher_rbac);
+        if !have.service_account {
+            let account = mpi::kubexec::service_account(job);
+            self.push(Action::CreateServiceAccount(Box::new(account)));
+        }
+        let rules = mpi::kubexec::role_rules(job);
+        match &have.role {
+            None => self.push(Action::CreateRole(Box::new(mpi::kubexec::role(job)))),
+            Some(role) if role.rules.as_ref() != Some(&rules) => self.push(Action::UpdateRole {
+                name: mpi::launcher_name(job),
+                rules,
+            }),
+            Some(_) => {}
+        }
+        if !have.role_binding {
+            let binding = mpi::kubexec::role_binding(job);
+            self.push(Action::CreateRoleBinding(Box::new(binding)));
+        }
     }
 
     /// Pods and Services whose index is not below `replicas` any more.

@@ -37,6 +37,8 @@ pub fn build(job: &JobSnapshot, replica: &Replica, index: i32, config: &Config) 
     if mpi::is_v2(job) {
         let name = naming::replica_name(job, replica, index);
         mpi::pods::decorate(job, replica, &name, &mut spec);
+    } else if mpi::is_v1(job) {
+        mpi::kubexec::pods::decorate(job, replica, config, &mut spec);
     }
     if let Some(gang) = &config.gang {
         podgroup::decorate(job, replica, gang, &mut meta, &mut spec);

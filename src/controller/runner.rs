@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
@@ -76,7 +76,7 @@ async fn run_kind(
     let selector = format!("{OPERATOR_NAME}={}", kind.operator_name);
     let children = watcher::Config::default().labels(&selector);
     let (pods, pod_events) = cached::<Pod>(&ctx.client, children.clone());
-    let (services, service_events) = cached::<Service>(&ctx.client, children);
+    let (services, service_events) = cached::<Service>(&ctx.client, children.clone());
     let context = Arc::new(Context {
         client: ctx.client.clone(),
         config: ctx.config,
@@ -92,6 +92,15 @@ async fn run_kind(
     let mut controller = Controller::new_with(jobs, watcher::Config::default(), resource)
         .owns_stream(pod_events)
         .owns_stream(service_events);
+    if kind.kind == "MPIJob" {
+        // A hostfile edited or deleted by hand is repaired at once, not at the job's next
+        // pod change (the ConfigMaps carry the operator-name label, so only ours are watched).
+        let api: Api<ConfigMap> = Api::all(context.client.clone());
+        let stream = watcher(api, children.clone())
+            .default_backoff()
+            .touched_objects();
+        controller = controller.owns_stream(stream);
+    }
     // A PodGroup the scheduler admits (Volcano: phase leaves Pending) is what lets the pods
     // be created: watch them, as upstream does, rather than wait for a resync.
     if let Some(gang) = &context.config.gang {

@@ -27,8 +27,9 @@ use crate::job::view::{JobView, Problem};
 /// Kinds this controller runs in their kubeflow.org/v1 form.
 pub const RUNNABLE_KINDS: &[&str] = &["PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"];
 
-/// MPIJob runs in its `kubeflow.org/v2beta1` form (mpi-operator semantics, see [`mpi`]).
-const RUNNABLE_MPI_VERSION: &str = "v2beta1";
+/// MPIJob runs in its `kubeflow.org/v2beta1` form (mpi-operator semantics, see [`mpi`]) and
+/// its `kubeflow.org/v1` form (training operator semantics, see [`mpi::kubexec`]).
+const RUNNABLE_MPI_VERSIONS: &[&str] = &["v2beta1", "v1"];
 
 /// `runPolicy.managedBy` values that mean "the training operator runs it", i.e. us.
 pub const OUR_MANAGER: &str = "kubeflow.org/training-operator";
@@ -127,15 +128,15 @@ pub struct Extras {
 }
 
 impl JobSnapshot {
-    /// Parses a job object of one of the [`RUNNABLE_KINDS`], or a v2beta1 MPIJob (planned, not
-    /// yet in `RUNNABLE_KINDS`: the runner does not watch MPIJobs yet).
+    /// Parses a job object of one of the [`RUNNABLE_KINDS`], or an MPIJob (v2beta1 or v1; not
+    /// in `RUNNABLE_KINDS` because the controller runs it only when asked to).
     pub fn from_value(object: &Value) -> Result<JobSnapshot, SnapshotError> {
         let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or_default();
         let (api_version, kind) = (text("apiVersion"), text("kind"));
         let spec = crate::job::lookup(api_version, kind)
             .filter(|s| {
                 (RUNNABLE_KINDS.contains(&s.kind) && s.version == "v1")
-                    || (s.kind == "MPIJob" && s.version == RUNNABLE_MPI_VERSION)
+                    || (s.kind == "MPIJob" && RUNNABLE_MPI_VERSIONS.contains(&s.version))
             })
             .ok_or_else(|| SnapshotError::UnsupportedKind {
                 api_version: api_version.to_string(),
@@ -147,7 +148,15 @@ impl JobSnapshot {
         let annotations: BTreeMap<String, String> =
             parse_or_default(meta.and_then(|m| m.get("annotations")));
         let job_spec = object.get("spec");
-        let run_policy = parse_at(job_spec, "runPolicy", "/spec/runPolicy", &mut problems);
+        let mut run_policy: RunPolicy =
+            parse_at(job_spec, "runPolicy", "/spec/runPolicy", &mut problems);
+        if spec.kind == "MPIJob" && run_policy.clean_pod_policy.is_none() {
+            // v1's legacy top-level field; upstream syncs the two with runPolicy winning.
+            run_policy.clean_pod_policy = job_spec
+                .and_then(|s| s.get("cleanPodPolicy"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
         let mut extras: Extras = job_spec
             .and_then(|s| serde_json::from_value(s.clone()).ok())
             .unwrap_or_default();

@@ -22,7 +22,8 @@ pub type ReplicaSpecs = BTreeMap<String, ReplicaSpec>;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaSpec {
-    /// Desired number of pods of this replica type; upstream defaults it to 1.
+    /// Desired number of pods of this replica type; unset means the kind's default (1; 0 for
+    /// MPI workers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
     /// The pod template of this replica type; its own `restartPolicy` is overridden by the

@@ -92,6 +92,8 @@ pub struct ReplicaView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_name: Option<String>,
     pub node_selector: Map<String, Value>,
+    /// The pod's tolerations as written (matched against node taints by policies).
+    pub tolerations: Vec<Value>,
     pub annotations: Map<String, Value>,
     pub labels: Map<String, Value>,
     pub containers: Vec<ContainerView>,
@@ -326,6 +328,11 @@ fn replica(
             .and_then(Value::as_str)
             .map(str::to_string),
         node_selector: map_at(pod_spec.and_then(|s| s.get("nodeSelector"))),
+        tolerations: pod_spec
+            .and_then(|s| s.get("tolerations"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
         annotations: map_at(tmeta.and_then(|m| m.get("annotations"))),
         labels: map_at(tmeta.and_then(|m| m.get("labels"))),
         gpus_per_pod,

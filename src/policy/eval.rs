@@ -120,9 +120,11 @@ impl PolicySet {
             message,
         };
         let mut out = Vec::with_capacity(rules.len());
+        let cluster = self.cluster.current();
+        let cluster = cluster.as_ref().map(|doc| &doc.rego);
         match (&self.vm, interpreter) {
             (Ok(program), false) => {
-                let mut vm = program.vm(input).map_err(|e| EvalError::Rego {
+                let mut vm = program.vm(input, cluster).map_err(|e| EvalError::Rego {
                     rule: "<vm>".into(),
                     message: e,
                 })?;
@@ -135,6 +137,16 @@ impl PolicySet {
             }
             _ => {
                 let mut engine = self.engine.clone();
+                if let Some(cluster) = cluster {
+                    let data = RegoValue::from(std::collections::BTreeMap::from([(
+                        RegoValue::from("cluster"),
+                        cluster.clone(),
+                    )]));
+                    engine.add_data(data).map_err(|e| EvalError::Rego {
+                        rule: "data.cluster".into(),
+                        message: e.to_string(),
+                    })?;
+                }
                 engine.set_input(input.clone());
                 for rule in rules {
                     let v = engine

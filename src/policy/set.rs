@@ -18,6 +18,7 @@ use super::error::LoadError;
 use super::load::{PolicySources, RegoFile};
 use super::params::Action;
 use super::vm::VmProgram;
+use crate::cluster::ClusterHandle;
 
 /// Package every policy lives under: `gangplank.policies.<name>`.
 pub const POLICY_PACKAGE: &str = "gangplank.policies";
@@ -97,6 +98,8 @@ pub struct PolicySet {
     pub(super) policies: Vec<PolicyInfo>,
     pub(super) excluded_namespaces: Vec<String>,
     sources: PolicySources,
+    /// The cluster inventory policies read as `data.cluster` (empty: no cluster known).
+    pub(super) cluster: ClusterHandle,
 }
 
 impl PolicySet {
@@ -184,9 +187,21 @@ impl PolicySet {
             policies,
             excluded_namespaces: sources.params.excluded_namespaces.clone(),
             sources,
+            cluster: ClusterHandle::default(),
         };
         set.smoke_test()?;
         Ok(set)
+    }
+
+    /// The same set reading `data.cluster` from `cluster` (whose contents may change
+    /// between evaluations without recompiling anything).
+    pub fn with_cluster(mut self, cluster: ClusterHandle) -> PolicySet {
+        self.cluster = cluster;
+        self
+    }
+
+    pub fn cluster(&self) -> &ClusterHandle {
+        &self.cluster
     }
 
     pub fn policies(&self) -> &[PolicyInfo] {

@@ -82,13 +82,20 @@ impl VmProgram {
         })
     }
 
-    /// A VM loaded with the program, its data and `input`, ready to run entry points.
-    pub fn vm(&self, input: &RegoValue) -> Result<RegoVM, String> {
+    /// A VM loaded with the program, its data (with `cluster` as `data.cluster`) and
+    /// `input`, ready to run entry points.
+    pub fn vm(&self, input: &RegoValue, cluster: Option<&RegoValue>) -> Result<RegoVM, String> {
         let mut vm = RegoVM::new();
         vm.set_max_instructions(MAX_INSTRUCTIONS);
         vm.set_execution_timer_config(Some(time_limit()));
         vm.load_program(self.program.clone());
-        vm.set_data(self.data.clone()).map_err(|e| e.to_string())?;
+        let mut data = self.data.clone();
+        if let Some(cluster) = cluster {
+            // Copies the top-level map (one key, `params`), not the documents under it.
+            let map = data.as_object_mut().map_err(|e| e.to_string())?;
+            map.insert(RegoValue::from("cluster"), cluster.clone());
+        }
+        vm.set_data(data).map_err(|e| e.to_string())?;
         vm.set_input(input.clone());
         Ok(vm)
     }

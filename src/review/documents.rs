@@ -155,7 +155,7 @@ pub fn parse_text(name: &str, text: &str, opts: &ReadOptions, out: &mut Vec<Outc
 
 /// Splits YAML text at `---` / `...` markers; returns each document with its first line
 /// number (1-based) so errors can point into the file rather than into the document.
-fn split_yaml(text: &str) -> Vec<(usize, &str)> {
+pub fn split_yaml(text: &str) -> Vec<(usize, &str)> {
     let mut docs = Vec::new();
     let mut start = 0;
     let mut start_line = 1;

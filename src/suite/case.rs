@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::cluster::{snapshot, ClusterHandle};
 use crate::policy::ParamsFile;
 use crate::review::{Input, Operation};
 
@@ -31,6 +32,9 @@ pub struct CaseFile {
     pub fixtures: BTreeMap<String, Value>,
     #[serde(default)]
     pub params: Option<ParamsFile>,
+    /// The cluster inventory (`data.cluster`) of every case that gives none.
+    #[serde(default)]
+    pub cluster: Option<Value>,
     pub cases: Vec<Case>,
 }
 
@@ -51,6 +55,9 @@ pub struct Case {
     #[serde(default)]
     pub images: Map<String, Value>,
     pub params: Option<ParamsFile>,
+    /// `data.cluster`: a snapshot file (relative to the case file) as `kubectl get nodes -o
+    /// yaml` prints it, or the Node and Queue objects inline as a list.
+    pub cluster: Option<Value>,
     pub expect: Expect,
 }
 
@@ -140,6 +147,24 @@ impl Case {
         }
         input.images.extend(self.images.clone());
         Ok(input)
+    }
+}
+
+impl Case {
+    /// The case's cluster inventory, if it gives one.
+    pub fn cluster(&self, dir: &Path) -> Result<Option<ClusterHandle>, String> {
+        let inventory = match &self.cluster {
+            None => return Ok(None),
+            Some(Value::String(file)) => snapshot::read(&dir.join(file))?,
+            Some(Value::Array(items)) => snapshot::from_items(items.clone(), "the case's cluster")?,
+            Some(other) => {
+                let items = other.get("items").and_then(Value::as_array).ok_or(
+                    "cluster: give a snapshot file name or a list of Node and Queue objects",
+                )?;
+                snapshot::from_items(items.clone(), "the case's cluster")?
+            }
+        };
+        Ok(Some(ClusterHandle::fixed(&inventory)))
     }
 }
 

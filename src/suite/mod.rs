@@ -160,6 +160,10 @@ impl Suite {
         }
         let set = self.set_for(file_params, case.params.as_ref())?;
         let dir = file.parent().unwrap_or(Path::new("."));
+        let set = match case.cluster(dir)? {
+            Some(cluster) => Arc::new((*set).clone().with_cluster(cluster)),
+            None => set,
+        };
         let input = case.input(fixtures, dir)?;
         let result = crate::review::review(&set, &input);
         let mut mismatches = expect::compare(&case.expect, &result);
@@ -232,7 +236,10 @@ fn case_tests(dir: &Path) -> Result<Vec<TestCase>, String> {
     for file in files {
         let cf = CaseFile::read(&file)?;
         let fixtures = Arc::new(cf.fixtures);
-        for (index, case) in cf.cases.into_iter().enumerate() {
+        for (index, mut case) in cf.cases.into_iter().enumerate() {
+            if case.cluster.is_none() {
+                case.cluster = cf.cluster.clone();
+            }
             tests.push(TestCase::Case {
                 file: file.clone(),
                 index,

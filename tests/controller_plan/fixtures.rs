@@ -84,6 +84,16 @@ pub fn paddle_job(masters: i32, workers: i32) -> Job {
     )
 }
 
+/// A `kubeflow.org/v1` MPIJob (the training operator's): one launcher, `workers` workers.
+pub fn mpi_v1_job(workers: i32) -> Job {
+    job(
+        "MPIJob",
+        "mpiReplicaSpecs",
+        "mpi",
+        &[("Launcher", 1), ("Worker", workers)],
+    )
+}
+
 /// A `kubeflow.org/v2beta1` MPIJob: one launcher, `workers` workers.
 pub fn mpi_job(workers: i32) -> Job {
     job(
@@ -437,4 +447,29 @@ fn show(e: &EnvVar) -> String {
 
 pub fn secs(n: u64) -> Option<Duration> {
     Some(Duration::from_secs(n))
+}
+
+/// The kinds and names of the actions, in order.
+pub fn action_list(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::CreateConfigMap(c) => format!("configmap {}", name(&c.metadata.name)),
+            Action::UpdateConfigMap { name, .. } => format!("update configmap {name}"),
+            Action::CreateSshSecret(s) => format!("secret {}", name(&s.metadata.name)),
+            Action::CreateService(s) => format!("service {}", name(&s.metadata.name)),
+            Action::CreatePod(p) => format!("pod {}", name(&p.metadata.name)),
+            Action::DeletePod { name, .. } => format!("delete pod {name}"),
+            Action::DeleteService { name, .. } => format!("delete service {name}"),
+            Action::CreateServiceAccount(a) => format!("serviceaccount {}", name(&a.metadata.name)),
+            Action::CreateRole(r) => format!("role {}", name(&r.metadata.name)),
+            Action::UpdateRole { name, .. } => format!("update role {name}"),
+            Action::CreateRoleBinding(b) => format!("rolebinding {}", name(&b.metadata.name)),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+pub fn name(n: &Option<String>) -> String {
+    n.clone().unwrap_or_default()
 }

@@ -10,6 +10,7 @@ mod deadlines;
 mod elastic;
 mod env;
 mod mpi;
+mod mpi_v1;
 mod objects;
 mod podgroup;
 mod status_rules;

@@ -4,7 +4,7 @@
 //! `TestCreateSuspendedMPIJob`, `TestSuspendedRunningMPIJob`, `TestResumeMPIJob`), with the
 //! launcher as a pod (see `controller::mpi`).
 
-use gangplank::controller::{Action, DeleteReason, Observed};
+use gangplank::controller::{Action, DeleteReason, Observed, SshSecret};
 use k8s_openapi::api::core::v1::{ConfigMap, PodCondition};
 use serde_json::{json, Value};
 
@@ -17,7 +17,7 @@ fn applied(job: &Job) -> Observed {
     for a in job.plan(&Observed::default(), 0).actions {
         match a {
             Action::CreateConfigMap(cm) => observed.config_map = Some(*cm),
-            Action::CreateSshSecret(_) => observed.ssh_secret = true,
+            Action::CreateSshSecret(_) => observed.ssh_secret = SshSecret::Intact,
             _ => {}
         }
     }
@@ -46,27 +46,6 @@ fn config_map(actions: &[Action]) -> Option<&ConfigMap> {
 fn config_data(job: &Job) -> Value {
     let plan = job.plan(&Observed::default(), 0);
     json!(config_map(&plan.actions).and_then(|c| c.data.clone()))
-}
-
-/// The kinds and names of the actions, in order.
-fn action_list(actions: &[Action]) -> Vec<String> {
-    actions
-        .iter()
-        .map(|a| match a {
-            Action::CreateConfigMap(c) => format!("configmap {}", name(&c.metadata.name)),
-            Action::UpdateConfigMap { name, .. } => format!("update configmap {name}"),
-            Action::CreateSshSecret(s) => format!("secret {}", name(&s.metadata.name)),
-            Action::CreateService(s) => format!("service {}", name(&s.metadata.name)),
-            Action::CreatePod(p) => format!("pod {}", name(&p.metadata.name)),
-            Action::DeletePod { name, .. } => format!("delete pod {name}"),
-            Action::DeleteService { name, .. } => format!("delete service {name}"),
-            other => format!("{other:?}"),
-        })
-        .collect()
-}
-
-fn name(n: &Option<String>) -> String {
-    n.clone().unwrap_or_default()
 }
 
 fn pod_json(plan: &gangplank::controller::Plan, pod: &str) -> Value {
@@ -207,13 +186,33 @@ fn existing_objects_are_not_planned_again_so_the_key_is_never_rotated() {
     let plan = job.plan(&applied(&job), 5);
     assert_eq!(action_list(&plan.actions), Vec::<String>::new());
     let secret_deleted = Observed {
-        ssh_secret: false,
+        ssh_secret: SshSecret::Absent,
         ..applied(&job)
     };
     assert_eq!(
         action_list(&job.plan(&secret_deleted, 5).actions),
         strs(&["secret mnist-ssh"]),
         "a Secret deleted by hand is repaired"
+    );
+    let secret_edited = Observed {
+        ssh_secret: SshSecret::Damaged,
+        ..applied(&job)
+    };
+    let repaired = job.plan(&secret_edited, 5);
+    assert_eq!(
+        repaired.actions,
+        vec![Action::RepairSshSecret {
+            name: "mnist-ssh".into()
+        }],
+        "a Secret that lost its keys gets a new pair, in place"
+    );
+    assert_eq!(
+        repaired
+            .events
+            .iter()
+            .map(|e| e.reason.as_str())
+            .collect::<Vec<_>>(),
+        vec!["SSHSecretRepaired"]
     );
 }
 
@@ -512,7 +511,7 @@ fn suspend_deletes_pods_keeps_config_and_secret_and_resume_restarts() {
     );
     let after: Observed = Observed {
         config_map: observed.config_map.clone(),
-        ssh_secret: true,
+        ssh_secret: SshSecret::Intact,
         ..Observed::default()
     };
     let resumed = job

@@ -1,5 +1,6 @@
-//! Our CRDs against upstream's (`corpus/upstream-crds`, training-operator v1.9.4): a
-//! structured comparison that names each difference, and the list of intended ones.
+//! Our CRDs against upstream's (`corpus/upstream-crds`: training-operator v1.9.4, and
+//! mpi-operator v0.8.2 for the v2beta1 MPIJob): a structured comparison that names each
+//! difference, and the list of intended ones.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -11,6 +12,7 @@ use super::{generated, generated_values};
 /// One way our CRD differs from upstream's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Difference {
+    /// The kind and its version, `MPIJob v2beta1`.
     pub kind: String,
     /// Where: `crd.<field>`, or a schema path such as `spec.pytorchReplicaSpecs{}.template`
     /// (`{}` for a map's values, `[]` for a list's items).
@@ -292,9 +294,11 @@ fn upstream_ours(u: Option<&Value>, o: Option<&Value>) -> String {
     format!("upstream {}, ours {}", show(u), show(o))
 }
 
-/// The upstream CRD of the same file name.
-fn upstream_crd(file_name: &str) -> Value {
+/// The upstream CRD of the same file name (the directory of ours aside: the v1 MPIJob's
+/// `mpijob-v1/kubeflow.org_mpijobs.yaml` is upstream's `kubeflow.org_mpijobs.yaml`).
+fn upstream_crd(our_path: &str) -> Value {
     let corpus = super::find_corpus().unwrap_or_else(|why| panic!("{why}"));
+    let file_name = our_path.rsplit('/').next().unwrap_or(our_path);
     let path = corpus.join("upstream-crds").join(file_name);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("no upstream CRD {}: {e}", path.display()));
@@ -305,11 +309,19 @@ pub fn our_crds_differ_from_upstream_only_as_intended() {
     let mut unintended = Vec::new();
     let mut used = vec![false; INTENDED.len()];
     for (file, ours) in generated().iter().zip(generated_values()) {
-        let kind = ours
-            .pointer("/spec/names/kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        for d in compare(kind, &upstream_crd(&file.file_name), &ours) {
+        // `MPIJob v2beta1`: the kind alone does not tell the two MPIJob CRDs apart.
+        let text = |v: &Value, ptr: &str| {
+            v.pointer(ptr)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let versions: Vec<String> = versions(&ours)
+            .into_iter()
+            .map(|v| text(v, "/name"))
+            .collect();
+        let kind = format!("{} {}", text(&ours, "/spec/names/kind"), versions.join(","));
+        for d in compare(&kind, &upstream_crd(&file.path), &ours) {
             match INTENDED.iter().position(|i| i.covers(&d)) {
                 Some(i) => used[i] = true,
                 None => unintended.push(d.to_string()),
@@ -330,7 +342,20 @@ pub fn our_crds_differ_from_upstream_only_as_intended() {
         unintended.join("\n"),
         stale.join("\n")
     );
-    assert_eq!(generated().len(), 5, "the five kinds the controller runs");
+    let compared: Vec<&str> = generated().iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        compared,
+        [
+            "kubeflow.org_jaxjobs.yaml",
+            "kubeflow.org_mpijobs.v2beta1.yaml",
+            "kubeflow.org_paddlejobs.yaml",
+            "kubeflow.org_pytorchjobs.yaml",
+            "kubeflow.org_tfjobs.yaml",
+            "kubeflow.org_xgboostjobs.yaml",
+            "mpijob-v1/kubeflow.org_mpijobs.yaml",
+        ],
+        "the five v1 kinds and both MPIJob versions, each compared with its upstream CRD"
+    );
 }
 
 pub fn the_comparison_names_each_difference() {

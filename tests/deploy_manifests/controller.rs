@@ -73,8 +73,24 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
         ),
         ("", &["events"], &["list"]),
         ("", &["persistentvolumeclaims"], &["get"]),
-        ("", &["configmaps"], &["get", "create", "patch"]),
-        ("", &["secrets"], &["get", "create"]),
+        (
+            "",
+            &["configmaps"],
+            &["get", "list", "watch", "create", "patch"],
+        ),
+        ("", &["secrets"], &["get", "create", "patch"]),
+        ("", &["serviceaccounts"], &["get", "create"]),
+        ("", &["pods/exec"], &["create"]),
+        (
+            "rbac.authorization.k8s.io",
+            &["roles"],
+            &["get", "create", "patch"],
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            &["rolebindings"],
+            &["get", "create"],
+        ),
         ("events.k8s.io", &["events"], &["create", "patch"]),
         (
             "autoscaling",

@@ -155,6 +155,33 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
             "{kind}"
         );
     }
+    // The cluster-inventory variant: the webhook pods get a token and read-only access to
+    // Nodes and Volcano Queues, nothing else.
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}]\n",
+            deploy.display(),
+            deploy.join("cluster-inventory").display()
+        ),
+    )
+    .expect("write overlay");
+    let with_inventory = kustomize(overlay.path()).expect("kubectl is installed");
+    let pod = &find(&with_inventory, "Deployment", "gangplank-webhook")["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    let role = find(&with_inventory, "ClusterRole", "gangplank-webhook");
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["list", "watch"]},
+        ])
+    );
+    let binding = find(&with_inventory, "ClusterRoleBinding", "gangplank-webhook");
+    assert_eq!(binding["subjects"][0]["name"], "gangplank-webhook");
+    assert_eq!(binding["subjects"][0]["namespace"], NAMESPACE);
+
     // The controller variant, as deploy/controller/kustomization.yaml tells users to build it.
     std::fs::write(
         overlay.path().join("kustomization.yaml"),

@@ -37,8 +37,8 @@ pub enum Crds {
     TrainingV1,
     /// The same with the mpi-operator's v2beta1 MPIJob in place of the v1 one.
     MpiV2beta1,
-    /// gangplank's own CRDs (crds/, generated from src/crd/) for the five kinds its
-    /// controller runs, with the upstream v1 MPIJob and the PodGroup CRDs.
+    /// gangplank's own CRDs as `kubectl apply -f crds/` installs them (crds/, generated from
+    /// src/crd/: the five v1 kinds and MPIJob v2beta1), with the PodGroup CRDs.
     Gangplank,
 }
 
@@ -48,9 +48,12 @@ impl Crds {
         let upstream = super::corpus().join("upstream-crds");
         let ours = super::repo().join("crds");
         let (dir, mpi) = match self {
-            Crds::TrainingV1 => (&upstream, "kubeflow.org_mpijobs.yaml"),
-            Crds::MpiV2beta1 => (&upstream, "kubeflow.org_mpijobs.v2beta1.yaml"),
-            Crds::Gangplank => (&ours, "kubeflow.org_mpijobs.yaml"),
+            Crds::TrainingV1 => (&upstream, upstream.join("kubeflow.org_mpijobs.yaml")),
+            Crds::MpiV2beta1 => (
+                &upstream,
+                upstream.join("kubeflow.org_mpijobs.v2beta1.yaml"),
+            ),
+            Crds::Gangplank => (&ours, ours.join("kubeflow.org_mpijobs.v2beta1.yaml")),
         };
         let jobs = [
             "kubeflow.org_pytorchjobs.yaml",
@@ -60,7 +63,7 @@ impl Crds {
             "kubeflow.org_jaxjobs.yaml",
         ];
         let mut files: Vec<_> = jobs.iter().map(|f| dir.join(f)).collect();
-        files.push(upstream.join(mpi));
+        files.push(mpi);
         for f in [
             "scheduling.volcano.sh_podgroups.yaml",
             "scheduling.volcano.sh_queues.yaml",

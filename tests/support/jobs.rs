@@ -91,3 +91,32 @@ pub fn true_condition(job: &Value, type_: &str) -> Option<Value> {
         .find(|c| c["type"] == type_ && c["status"] == "True")
         .cloned()
 }
+
+/// Waits until an Event with `reason` is recorded in `ns`; its note. On timeout, panics
+/// listing the reasons that were there.
+pub async fn wait_event(client: &kube::Client, ns: &str, reason: &str) -> String {
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), ns);
+    super::wait_for(
+        &format!("event {reason}"),
+        std::time::Duration::from_secs(20),
+        || async {
+            let events = api
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let reasons: Vec<String> = events
+                .items
+                .iter()
+                .filter_map(|e| e.reason.clone())
+                .collect();
+            events
+                .items
+                .iter()
+                .find(|e| e.reason.as_deref() == Some(reason))
+                .map(|e| e.note.clone().unwrap_or_default())
+                .ok_or_else(|| format!("events: {reasons:?}"))
+        },
+    )
+    .await
+}

@@ -58,27 +58,6 @@ impl Webhooks {
         policies: PathBuf,
         only: Option<&str>,
     ) -> Webhooks {
-        Webhooks::install_with_env(control_plane, policies, only, &[]).await
-    }
-
-    /// As [`Webhooks::install`], with the control plane's admin kubeconfig in the server's
-    /// environment: the server can read the cluster's API (pull secrets for digest pinning),
-    /// as in a cluster with the image-pinning RBAC.
-    pub async fn install_with_cluster_access(
-        control_plane: &ControlPlane,
-        policies: PathBuf,
-    ) -> Webhooks {
-        let kubeconfig = control_plane.kubeconfig.display().to_string();
-        let env = [("KUBECONFIG", kubeconfig.as_str())];
-        Webhooks::install_with_env(control_plane, policies, None, &env).await
-    }
-
-    async fn install_with_env(
-        control_plane: &ControlPlane,
-        policies: PathBuf,
-        only: Option<&str>,
-        env: &[(&str, &str)],
-    ) -> Webhooks {
         let dir = control_plane.dir.path();
         // Per server: a control plane may see more than one (the latency benchmark).
         let [port] = free_ports();
@@ -86,7 +65,10 @@ impl Webhooks {
         gangplank_certs(&tls, &["127.0.0.1"]);
         let args = serve_args(port, &tls, &policies);
         let name = format!("gangplank-{port}");
-        let server = Process::spawn_with_env(&name, super::gangplank(), &args, env, dir);
+        // As in a cluster: the server can read the API (its Node/Queue inventory).
+        let kubeconfig = control_plane.kubeconfig.display().to_string();
+        let env = [("KUBECONFIG", kubeconfig.as_str())];
+        let server = Process::spawn_with_env(&name, super::gangplank(), &args, &env, dir);
         let ca = std::fs::read(tls.join("ca.crt")).expect("webhook ca.crt");
         let webhooks = Webhooks {
             url: format!("https://127.0.0.1:{port}"),

@@ -3,6 +3,9 @@
 //! `<job>-worker-<i>` over SSH through the headless Service `<job>`, reading the hosts from
 //! the ConfigMap `<job>-config` and the key from the Secret `<job>-ssh`.
 //!
+//! MPIJob `kubeflow.org/v1` (the training operator's, kubectl-exec transport) shares the
+//! launcher/worker rules here and differs in its objects and pods: see [`kubexec`].
+//!
 //! Entry points: [`MpiSpec`] (the spec fields, defaulted), [`objects`] (ConfigMap, Service,
 //! Secret request), [`pods`] (what the launcher and workers get on top of the generic pod),
 //! [`launcher_may_start`] (launcherCreationPolicy).
@@ -12,6 +15,7 @@
 //! restarts in place), restarts counted against backoffLimit, activeDeadlineSeconds from a
 //! timer, ttlSecondsAfterFinished and cleanPodPolicy — the fields upstream hands to the Job.
 
+pub mod kubexec;
 pub mod objects;
 pub mod pods;
 
@@ -35,11 +39,15 @@ pub const DISCOVER_HOSTS: &str = "discover_hosts.sh";
 /// group-readable key under /root, other paths are left to the image's user).
 pub const ROOT_SSH_PATH: &str = "/root/.ssh";
 
-/// The v2beta1 spec fields beyond replicas and runPolicy, with the mpi-operator's defaults.
+/// The MPIJob spec fields beyond replicas and runPolicy, with the operators' defaults
+/// (v2beta1's, and v1's `mainContainer`; a field of the other version stays at its default,
+/// the apiserver prunes it).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct MpiSpec {
     pub slots_per_worker: i32,
+    /// v1: the container `kubexec.sh` execs into (`kubectl exec --container`).
+    pub main_container: Option<String>,
     pub run_launcher_as_worker: bool,
     pub ssh_auth_mount_path: String,
     pub launcher_creation_policy: String,
@@ -50,6 +58,7 @@ impl Default for MpiSpec {
     fn default() -> MpiSpec {
         MpiSpec {
             slots_per_worker: 1,
+            main_container: None,
             run_launcher_as_worker: false,
             ssh_auth_mount_path: ROOT_SSH_PATH.to_string(),
             launcher_creation_policy: "AtStartup".to_string(),
@@ -58,9 +67,19 @@ impl Default for MpiSpec {
     }
 }
 
-/// Whether `job` is a v2beta1 MPIJob (v1 MPIJob is a different controller's semantics).
+/// Whether `job` is a v2beta1 MPIJob (the mpi-operator's, SSH transport).
 pub fn is_v2(job: &JobSnapshot) -> bool {
     job.kind() == "MPIJob" && job.spec.version == "v2beta1"
+}
+
+/// Whether `job` is a v1 MPIJob (the training operator's, kubectl-exec transport).
+pub fn is_v1(job: &JobSnapshot) -> bool {
+    job.kind() == "MPIJob" && job.spec.version == "v1"
+}
+
+/// Either MPIJob: one launcher, workers, no per-pod Services.
+pub fn is_mpi(job: &JobSnapshot) -> bool {
+    job.kind() == "MPIJob"
 }
 
 pub fn config_name(job: &JobSnapshot) -> String {
@@ -118,7 +137,7 @@ pub fn launcher_failed_early(
     workers: &[&Pod],
     observed: &Observed,
 ) -> Option<String> {
-    if !is_v2(job) || failed_type != "Launcher" || workers.iter().any(|p| phase(p) == "Running") {
+    if !is_mpi(job) || failed_type != "Launcher" || workers.iter().any(|p| phase(p) == "Running") {
         return None;
     }
     let states: Vec<String> = workers
@@ -133,10 +152,10 @@ pub fn launcher_failed_early(
     ))
 }
 
-/// `"<n>/<m> workers are evicted"` when any worker pod was evicted: the mpi-operator fails
+/// `"<n>/<m> workers are evicted"` when any worker pod was evicted: both MPI operators fail
 /// the job (reason `MPIJobEvicted`) rather than restarting a gang whose node went away.
 pub fn evicted_workers(job: &JobSnapshot, workers: &[&Pod]) -> Option<String> {
-    if !is_v2(job) {
+    if !is_mpi(job) {
         return None;
     }
     let evicted = workers
@@ -169,9 +188,10 @@ pub fn template_priority_class(job: &JobSnapshot) -> Option<String> {
     })
 }
 
-/// What the mpi-operator's validation refuses beyond the generic checks.
+/// What the MPI operators' validation refuses beyond the generic checks: a launcher (both
+/// versions; upstream v1 says "Master ReplicaSpec must be present"), and v2beta1's fields.
 pub fn problems(job: &JobSnapshot) -> Vec<Problem> {
-    if !is_v2(job) {
+    if !is_mpi(job) {
         return Vec::new();
     }
     let mut found = Vec::new();
@@ -185,6 +205,9 @@ pub fn problems(job: &JobSnapshot) -> Vec<Problem> {
     // A Launcher with more than one replica is already refused by the generic checks.
     if job.replica("Launcher").is_none() {
         add(&format!("{specs}/Launcher"), "is required".into());
+    }
+    if !is_v2(job) {
+        return found;
     }
     for r in &job.replicas {
         if !matches!(

@@ -99,7 +99,7 @@ pub fn ssh_secret(job: &JobSnapshot) -> Secret {
 }
 
 /// Metadata of the job's shared objects: label `app=<job>` and the owner reference.
-fn meta(job: &JobSnapshot, name: String) -> ObjectMeta {
+pub(super) fn meta(job: &JobSnapshot, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         namespace: Some(job.namespace.clone()),

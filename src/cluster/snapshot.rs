@@ -1,0 +1,66 @@
+//! An inventory from a file, for `gangplank check --cluster FILE` and test cases: what
+//! `kubectl get nodes -o yaml` prints (a `List` of Nodes), optionally with Volcano Queues in
+//! the same list (`kubectl get nodes,queues -o yaml`) or as further YAML documents.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::Node;
+use serde_json::Value;
+
+use super::inventory::Inventory;
+use crate::review::documents::split_yaml;
+
+/// Reads `path`; the error names the file and the item that is wrong.
+pub fn read(path: &Path) -> Result<Inventory, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse(&text, &path.display().to_string())
+}
+
+/// Parses snapshot text; `source` names it in errors and in `data.cluster.source`.
+pub fn parse(text: &str, source: &str) -> Result<Inventory, String> {
+    let mut items = Vec::new();
+    for (line, document) in split_yaml(text) {
+        let value: Value = yaml_serde::from_str(document)
+            .map_err(|e| format!("{source}: document at line {line}: {e}"))?;
+        match value.get("items").and_then(Value::as_array) {
+            Some(list) => items.extend(list.iter().cloned()),
+            None if value.is_null() => {}
+            None => items.push(value),
+        }
+    }
+    from_items(items, source)
+}
+
+/// Sorts Nodes and Queues out of `items` (anything else is an error: a wrong file).
+pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> {
+    let mut inventory = Inventory {
+        source: source.to_string(),
+        ..Inventory::default()
+    };
+    for (i, item) in items.into_iter().enumerate() {
+        let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default();
+        match kind {
+            "Node" => {
+                let node: Node = serde_json::from_value(item)
+                    .map_err(|e| format!("{source}: item {i} (Node): {e}"))?;
+                inventory.nodes.push(node);
+            }
+            "Queue" => inventory.volcano_queues.get_or_insert_with(Vec::new).push(item),
+            "ClusterQueue" => inventory
+                .kueue_cluster_queues
+                .get_or_insert_with(Vec::new)
+                .push(item),
+            "LocalQueue" => inventory
+                .kueue_local_queues
+                .get_or_insert_with(Vec::new)
+                .push(item),
+            other => {
+                return Err(format!(
+                    "{source}: item {i} is a {other:?}; a cluster snapshot holds Nodes, Volcano Queues and Kueue ClusterQueues/LocalQueues (kubectl get nodes -o yaml)"
+                ))
+            }
+        }
+    }
+    Ok(inventory)
+}

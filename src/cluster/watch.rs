@@ -1,0 +1,186 @@
+//! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes and, when their
+//! CRDs are installed, Volcano Queues and Kueue ClusterQueues and LocalQueues feed caches; a
+//! change is published within [`PUBLISH_EVERY`]. When a watch fails, the last good view
+//! stays published, marked stale with the reason, so policies can say so and admission never
+//! waits on the cluster.
+//!
+//! Entry point: [`run`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use serde_json::Value;
+
+use super::handle::ClusterHandle;
+use super::inventory::Inventory;
+
+/// How often pending changes are summarised and published: well inside the 2 s within
+/// which a node added to the cluster should reach the policies, and at most four summaries
+/// a second however busy the watches are.
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+/// How often to look again for a CRD that was not installed.
+const CRD_RECHECK: Duration = Duration::from_secs(60);
+
+/// Volcano's Queue (cluster-scoped).
+pub fn queue_resource() -> ApiResource {
+    custom("scheduling.volcano.sh", "v1beta1", "Queue", "queues")
+}
+
+/// Kueue's ClusterQueue (cluster-scoped) and LocalQueue (namespaced).
+pub fn kueue_resources() -> [ApiResource; 2] {
+    [
+        custom("kueue.x-k8s.io", "v1beta1", "ClusterQueue", "clusterqueues"),
+        custom("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues"),
+    ]
+}
+
+fn custom(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// What changed since the last publish, and which watches are failing (by what they watch).
+#[derive(Default)]
+struct Pending {
+    changed: bool,
+    errors: BTreeMap<&'static str, String>,
+}
+
+type Shared = Arc<Mutex<Pending>>;
+type Slot = Arc<Mutex<Option<Store<DynamicObject>>>>;
+
+/// Watches until the process ends, publishing into `handle`.
+pub async fn run(client: kube::Client, handle: ClusterHandle) {
+    let pending: Shared = Arc::default();
+    let (nodes, node_writer) = reflector::store::<Node>();
+    let node_stream = reflector::reflector(
+        node_writer,
+        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff();
+    tokio::spawn(drive(node_stream, pending.clone(), "Nodes"));
+    let [cluster_queues, local_queues] = kueue_resources();
+    let watched = [
+        (queue_resource(), "Volcano Queues"),
+        (cluster_queues, "Kueue ClusterQueues"),
+        (local_queues, "Kueue LocalQueues"),
+    ];
+    let slots: Vec<Slot> = watched
+        .into_iter()
+        .map(|(resource, what)| {
+            let slot = Slot::default();
+            let watch = watch_custom(client.clone(), resource, what, pending.clone());
+            tokio::spawn(watch(slot.clone()));
+            slot
+        })
+        .collect();
+    let mut tick = tokio::time::interval(PUBLISH_EVERY);
+    loop {
+        tick.tick().await;
+        let stale = {
+            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+            if !std::mem::take(&mut p.changed) {
+                continue;
+            }
+            stale_reason(&p)
+        };
+        let objects = |i: usize| slots.get(i).and_then(read_slot);
+        let inventory = Inventory {
+            nodes: nodes.state().iter().map(|n| (**n).clone()).collect(),
+            volcano_queues: objects(0),
+            kueue_cluster_queues: objects(1),
+            kueue_local_queues: objects(2),
+            source: "cluster".into(),
+            stale,
+        };
+        handle.publish(&inventory);
+    }
+}
+
+/// The objects of a custom resource's cache; `None` while its CRD is not installed.
+fn read_slot(slot: &Slot) -> Option<Vec<Value>> {
+    let store = slot.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+    let objects = store.state();
+    Some(
+        objects
+            .iter()
+            .filter_map(|o| serde_json::to_value(&**o).ok())
+            .collect(),
+    )
+}
+
+/// Marks a change for every watch event; records (and clears) the watch's error.
+async fn drive<S, K>(stream: S, pending: Shared, what: &'static str)
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.changed = true;
+        match event {
+            Ok(_) => {
+                p.errors.remove(what);
+            }
+            Err(e) => {
+                let since = humantime(SystemTime::now());
+                p.errors
+                    .entry(what)
+                    .or_insert(format!("since {since}: {e}"));
+            }
+        }
+    }
+}
+
+/// Starts the watch of `resource` once its CRD answers; until then its part of
+/// `data.cluster` is null and the rules that read it stay quiet.
+fn watch_custom(
+    client: kube::Client,
+    resource: ApiResource,
+    what: &'static str,
+    pending: Shared,
+) -> impl FnOnce(Slot) -> futures::future::BoxFuture<'static, ()> {
+    move |slot| {
+        Box::pin(async move {
+            let api: Api<DynamicObject> = Api::all_with(client, &resource);
+            loop {
+                match api.list_metadata(&ListParams::default().limit(1)).await {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(e) => tracing::debug!(error = %e, what, "CRD not readable yet"),
+                }
+                tokio::time::sleep(CRD_RECHECK).await;
+            }
+            let writer = reflector::store::Writer::new(resource.clone());
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer.as_reader());
+            let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+                .default_backoff();
+            drive(stream, pending, what).await;
+        })
+    }
+}
+
+fn stale_reason(p: &Pending) -> Option<String> {
+    let parts: Vec<String> = p
+        .errors
+        .iter()
+        .map(|(what, e)| format!("the watch of {what} is failing {e}"))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn humantime(t: SystemTime) -> String {
+    k8s_openapi::jiff::Timestamp::try_from(t).map_or_else(|_| "?".into(), |t| t.to_string())
+}

@@ -1,0 +1,219 @@
+//! The cluster inventory behind `data.cluster`: nodes grouped into classes, bad quantities
+//! reported and ignored, staleness carried into policy messages, snapshot errors named, and
+//! a new inventory reaching an already compiled policy set.
+
+use std::path::PathBuf;
+
+use gangplank::cluster::{snapshot, ClusterHandle, Inventory};
+use gangplank::policy::PolicySet;
+use gangplank::review::{review, Input};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{json, Value};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn node(name: &str, labels: Value, allocatable: Value) -> Node {
+    let mut labels = labels;
+    labels["kubernetes.io/hostname"] = json!(name);
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": allocatable},
+    }))
+    .unwrap_or_else(|e| panic!("node: {e}"))
+}
+
+fn inventory(nodes: Vec<Node>) -> Inventory {
+    Inventory {
+        nodes,
+        source: "test".into(),
+        ..Inventory::default()
+    }
+}
+
+fn gpu_nodes(prefix: &str, n: usize, product: &str, gpus: &str) -> Vec<Node> {
+    (0..n)
+        .map(|i| {
+            node(
+                &format!("{prefix}-{i}"),
+                json!({"nvidia.com/gpu.product": product}),
+                json!({"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": gpus}),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn five_thousand_nodes_become_a_few_classes_with_totals() {
+    let mut nodes = gpu_nodes("a100", 3000, "NVIDIA-A100-SXM4-80GB", "8");
+    nodes.extend(gpu_nodes("h100", 1999, "NVIDIA-H100-80GB-HBM3", "8"));
+    nodes.push(node(
+        "cpu-0",
+        json!({}),
+        json!({"cpu": "32", "memory": "128Gi"}),
+    ));
+    let summary = inventory(nodes).summary();
+    let classes = summary["node_classes"].as_array().expect("classes");
+    let sizes: Vec<i64> = classes
+        .iter()
+        .map(|c| c["size"].as_i64().unwrap_or(-1))
+        .collect();
+    assert_eq!(sizes, vec![3000, 1999, 1]);
+    assert_eq!(
+        summary["resources"]["nvidia.com/gpu"],
+        json!({"max_per_node": 8, "total": 39992, "nodes": 4999})
+    );
+    assert_eq!(classes[0]["labels"].get("kubernetes.io/hostname"), None);
+    assert_eq!(classes[0]["names"][0], "a100-0");
+    assert_eq!(classes[2]["max_cpu_millis"], 32000);
+    assert_eq!(summary["node_count"], 5000);
+}
+
+#[test]
+fn malformed_quantities_are_reported_and_ignored() {
+    let nodes = vec![
+        node(
+            "odd",
+            json!({}),
+            json!({"nvidia.com/gpu": "eight", "cpu": "lots"}),
+        ),
+        node("half", json!({}), json!({"nvidia.com/gpu": "0.5"})),
+    ];
+    let summary = inventory(nodes).summary();
+    let problems: Vec<&str> = summary["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        problems,
+        vec![
+            "node odd: allocatable nvidia.com/gpu \"eight\" is not a whole number; ignored",
+            "node odd: allocatable cpu \"lots\" is not a quantity; ignored",
+            "node half: allocatable nvidia.com/gpu \"0.5\" is not a whole number; ignored",
+        ]
+    );
+    assert_eq!(summary["resources"], json!({}));
+}
+
+#[test]
+fn cordoned_nodes_and_condition_taints() {
+    let mut cordoned = node("c", json!({}), json!({"nvidia.com/gpu": "8"}));
+    cordoned.spec = serde_json::from_value(json!({"unschedulable": true})).ok();
+    let mut rebooting = node("r", json!({}), json!({"nvidia.com/gpu": "8"}));
+    rebooting.spec = serde_json::from_value(json!({"taints": [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "infer", "effect": "NoSchedule"},
+        {"key": "soft", "effect": "PreferNoSchedule"},
+    ]}))
+    .ok();
+    let summary = inventory(vec![cordoned, rebooting]).summary();
+    assert_eq!(summary["unschedulable_nodes"], 1);
+    assert_eq!(
+        summary["node_classes"][0]["taints"],
+        json!([{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]),
+        "a passing condition and a soft preference do not restrict the class"
+    );
+}
+
+fn gang_of(workers: u32) -> Input {
+    let image = "registry.example.com/train:1@sha256:0000000000000000000000000000000000000000000000000000000000000001";
+    let replica = |n: u32| {
+        json!({"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [{
+            "name": "pytorch", "image": image,
+            "resources": {"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}}}]}}})
+    };
+    Input::create(
+        json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "llm", "namespace": "team-a"},
+            "spec": {"nprocPerNode": "8", "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}}),
+        "team-a",
+    )
+}
+
+fn capacity_messages(set: &PolicySet, input: &Input) -> Vec<String> {
+    review(set, input)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .violations
+        .iter()
+        .filter(|v| v.policy == "capacity")
+        .map(|v| v.msg.clone())
+        .collect()
+}
+
+#[test]
+fn a_published_inventory_reaches_the_compiled_set_and_staleness_is_said() {
+    let handle = ClusterHandle::default();
+    let set = PolicySet::load(&repo().join("policies"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_cluster(handle.clone());
+    let job = gang_of(7);
+    assert!(capacity_messages(&set, &job).is_empty(), "no inventory yet");
+
+    handle.publish(&inventory(gpu_nodes("gpu", 6, "H100", "8")));
+    let refused = capacity_messages(&set, &job);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("hold 6 of them"), "{}", refused[0]);
+    assert!(!refused[0].contains("out of date"), "{}", refused[0]);
+
+    let mut stale = inventory(gpu_nodes("gpu", 6, "H100", "8"));
+    stale.stale =
+        Some("the watch of Nodes is failing since 2026-11-23T03:00:00Z: connection refused".into());
+    handle.publish(&stale);
+    let refused = capacity_messages(&set, &job);
+    assert!(
+        refused[0].ends_with("(cluster inventory may be out of date: the watch of Nodes is failing since 2026-11-23T03:00:00Z: connection refused)"),
+        "{}",
+        refused[0]
+    );
+
+    handle.publish(&inventory(gpu_nodes("gpu", 8, "H100", "8")));
+    assert!(
+        capacity_messages(&set, &job).is_empty(),
+        "8 nodes hold the 8 pods"
+    );
+}
+
+#[test]
+fn the_interpreter_sees_the_same_inventory_as_the_vm() {
+    let handle = ClusterHandle::fixed(&inventory(gpu_nodes("gpu", 2, "H100", "8")));
+    let set = PolicySet::load(&repo().join("policies"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_cluster(handle);
+    assert!(
+        set.interpreter_reason().is_none(),
+        "the shipped policies run on the VM"
+    );
+    let job = gang_of(4);
+    assert_eq!(
+        capacity_messages(&set, &job),
+        capacity_messages(&set.interpreter_only(), &job)
+    );
+    assert_eq!(capacity_messages(&set, &job).len(), 1);
+}
+
+#[test]
+fn snapshot_errors_name_the_file_and_the_item() {
+    let wrong =
+        "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: p}}\n";
+    let err = snapshot::parse(wrong, "nodes.yaml")
+        .err()
+        .unwrap_or_default();
+    assert!(err.starts_with("nodes.yaml: item 0 is a \"Pod\""), "{err}");
+    let broken = "kind: Node\nmetadata: {name: [unclosed\n";
+    let err = snapshot::parse(broken, "nodes.yaml")
+        .err()
+        .unwrap_or_default();
+    assert!(err.starts_with("nodes.yaml: document at line 1:"), "{err}");
+    let bad_node = "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: 5}\n";
+    let err = snapshot::parse(bad_node, "nodes.yaml")
+        .err()
+        .unwrap_or_default();
+    assert!(err.starts_with("nodes.yaml: item 0 (Node):"), "{err}");
+    let inv = snapshot::read(&repo().join("policies/tests/clusters/gpu-cluster.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(inv.nodes.len(), 12);
+    assert_eq!(inv.volcano_queues.map(|q| q.len()), Some(3));
+}

@@ -1,0 +1,172 @@
+//! Cluster-aware admission through a real kube-apiserver: the webhook server (`serve`, with
+//! the control plane's kubeconfig, as in a cluster) watches Nodes and Volcano Queues the test
+//! creates (capacity and labels, no kubelet); a gang larger than the GPU nodes can hold is
+//! refused at create with the numbers, a fitting one is admitted, a Queue's capability is
+//! enforced, and a Node added later reaches the policies without a restart.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{json, Value};
+use support::{jobs, ControlPlane, Crds, Webhooks};
+
+e2e_suite!(
+    "e2e_cluster_inventory",
+    [
+        a_gang_larger_than_the_gpu_nodes_is_refused_with_the_numbers,
+        a_gang_that_fits_is_admitted,
+        a_queue_capability_below_the_gang_is_refused,
+        a_node_added_later_reaches_the_policies_without_a_restart,
+    ]
+);
+
+/// Six 8-GPU nodes labelled pool=main and the Volcano queues `default` and `small`
+/// (16 GPUs), created once the webhooks are installed (their readiness probe is a job too);
+/// returns when the webhook server has seen them.
+async fn cluster() -> &'static ControlPlane {
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_init(|| async {
+            Webhooks::shared(control_plane);
+            let client = control_plane.client().await;
+            for i in 0..6 {
+                create_node(&client, &format!("gpu-{i}"), "main").await;
+            }
+            let queues: Api<DynamicObject> =
+                Api::all_with(client.clone(), &gangplank::cluster::watch::queue_resource());
+            let small = json!({"weight": 1, "capability": {"nvidia.com/gpu": "16"}});
+            for (name, spec) in [("default", json!({"weight": 1})), ("small", small)] {
+                let queue = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                    "metadata": {"name": name}, "spec": spec});
+                let queue: DynamicObject = serde_json::from_value(queue).expect("Queue");
+                queues
+                    .create(&PostParams::default(), &queue)
+                    .await
+                    .expect("Queue created");
+            }
+            let ns = control_plane.namespace("inventory-sync").await;
+            support::wait_for(
+                "the inventory reaches the policies",
+                Duration::from_secs(30),
+                || async {
+                    let refused = jobs::create(&client, &ns, &gang("probe", 8), true).await;
+                    match refused {
+                        Err(kube::Error::Api(s)) if s.message.contains("hold 6 of them") => Ok(()),
+                        other => Err(format!("{other:?}")),
+                    }
+                },
+            )
+            .await;
+        })
+        .await;
+    control_plane
+}
+
+/// An 8-GPU node labelled `pool`; its capacity is written through the status subresource,
+/// as a kubelet would.
+async fn create_node(client: &kube::Client, name: &str, pool: &str) {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "pool": pool,
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+    }))
+    .expect("Node");
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("Node created");
+    let resources = json!({"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": "8", "pods": "110"});
+    let status = json!({"status": {"capacity": resources, "allocatable": resources}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("Node status");
+}
+
+/// A PyTorchJob of 1 Master + `workers` Workers, 8 GPUs each, on the nodes of `pool`.
+fn gang_in(name: &str, workers: u32, pool: &str) -> Value {
+    let mut job = jobs::pytorch_job(name, 1);
+    job["spec"]["nprocPerNode"] = json!("8");
+    for r in ["Master", "Worker"] {
+        let spec = &mut job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
+        spec["containers"][0]["resources"] =
+            json!({"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}});
+        spec["nodeSelector"] = json!({"pool": pool});
+    }
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(workers);
+    job
+}
+
+fn gang(name: &str, workers: u32) -> Value {
+    gang_in(name, workers, "main")
+}
+
+async fn a_gang_larger_than_the_gpu_nodes_is_refused_with_the_numbers() {
+    let control_plane = cluster().await;
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("too-large").await;
+    let (code, message) = jobs::refusal(jobs::create(&client, &ns, &gang("llm", 8), false).await);
+    assert_eq!(code, 403, "{message}");
+    assert!(
+        message.contains("the gang needs 1 Master + 8 Worker pods of 8 nvidia.com/gpu each at once; 6 schedulable nodes can take such a pod")
+            && message.contains("together they hold 6 of them"),
+        "{message}"
+    );
+}
+
+async fn a_gang_that_fits_is_admitted() {
+    let control_plane = cluster().await;
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("fits").await;
+    jobs::create(&client, &ns, &gang("llm", 5), false)
+        .await
+        .expect("1 + 5 pods of 8 GPUs fit 6 nodes of 8");
+}
+
+async fn a_queue_capability_below_the_gang_is_refused() {
+    let control_plane = cluster().await;
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("queue").await;
+    let mut job = gang("llm", 2);
+    job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"queue": "small"}});
+    let (_, message) = jobs::refusal(jobs::create(&client, &ns, &job, false).await);
+    assert!(
+        message.contains(
+            "the gang needs 24 nvidia.com/gpu; Volcano queue \"small\"'s capability is 16"
+        ),
+        "{message}"
+    );
+}
+
+async fn a_node_added_later_reaches_the_policies_without_a_restart() {
+    let control_plane = cluster().await;
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("grows").await;
+    // Its own pool, so the other tests' node counts do not change under them.
+    let job = gang_in("llm", 1, "late");
+    let (_, message) = jobs::refusal(jobs::create(&client, &ns, &job, true).await);
+    assert!(message.contains("match no schedulable node"), "{message}");
+    let added = Instant::now();
+    create_node(&client, "gpu-late-0", "late").await;
+    create_node(&client, "gpu-late-1", "late").await;
+    support::wait_for(
+        "the new nodes admit the gang",
+        Duration::from_secs(30),
+        || async {
+            jobs::create(&client, &ns, &job, true)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
+    // A figure, not a threshold (timings go to BENCHMARKS.md, never into assertions).
+    println!(
+        "inventory: nodes added reached the policies after {} ms",
+        added.elapsed().as_millis()
+    );
+}

@@ -1,0 +1,266 @@
+//! MPIJob kubeflow.org/v1 run by `gangplank controller --kinds=MPIJob/v1` on a real
+//! kube-apiserver with the training operator's CRDs, under deploy/controller/'s RBAC alone:
+//! the upstream example `tensorflow-mnist` gets its ConfigMap (hostfile, kubexec.sh), the
+//! launcher's ServiceAccount, Role and RoleBinding, sleeping workers and a launcher with
+//! kubectl delivered, and runs to Succeeded when its launcher does; a hand-deleted or
+//! hand-edited ConfigMap comes back as it should be, once.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::Api;
+use serde_json::{json, Value};
+use support::controller::{set_exited, set_running, wait_pods, Controller};
+use support::{jobs, ControlPlane, Crds};
+
+e2e_suite!(
+    "e2e_controller_mpi_v1",
+    [
+        the_upstream_mnist_example_runs_to_success_with_deploys_rbac,
+        every_upstream_v1_example_reaches_its_pods,
+        a_deleted_or_edited_config_map_is_repaired_not_duplicated,
+        a_config_map_of_another_owner_is_never_adopted,
+    ]
+);
+
+const ARGS: [&str; 3] = [
+    "--kinds=MPIJob/v1",
+    "--leader-elect=false",
+    "--gang-scheduler=",
+];
+
+/// One controller (admin credentials) for the tests that do not check RBAC.
+fn controller() -> &'static ControlPlane {
+    static CONTROLLER: std::sync::OnceLock<Controller> = std::sync::OnceLock::new();
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
+    CONTROLLER.get_or_init(|| Controller::start(control_plane, "controller-mpi-v1-admin", &ARGS));
+    control_plane
+}
+
+fn example(file: &str) -> Value {
+    let path = support::corpus()
+        .join("upstream-examples/training-operator/mpi")
+        .join(file);
+    let text = std::fs::read_to_string(path).expect("the corpus's v1 MPIJob example");
+    yaml_serde::from_str(&text).expect("YAML")
+}
+
+async fn the_upstream_mnist_example_runs_to_success_with_deploys_rbac() {
+    let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
+    let kubeconfig = support::controller::deploys_identity(control_plane).await;
+    let controller = Controller::start_as(control_plane, &kubeconfig, "controller-mpi-v1", &ARGS);
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-v1").await;
+    let job = example("tensorflow-mnist.yaml");
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .expect("created");
+    let name = "tensorflow-mnist";
+    let names = wait_pods(&client, &ns, name, 3).await;
+    let (launcher, w0, w1) = (
+        format!("{name}-launcher"),
+        format!("{name}-worker-0"),
+        format!("{name}-worker-1"),
+    );
+    assert_eq!(
+        names,
+        [launcher.clone(), w0.clone(), w1.clone()],
+        "{}",
+        controller.log()
+    );
+
+    let config: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let data = config
+        .get(&format!("{name}-config"))
+        .await
+        .expect("config")
+        .data;
+    let data = data.unwrap_or_default();
+    assert_eq!(
+        data.get("hostfile").map(String::as_str),
+        Some(format!("{w0} slots=1\n{w1} slots=1\n").as_str())
+    );
+    assert!(
+        data.get("kubexec.sh")
+            .is_some_and(|s| s.contains("/opt/kube/kubectl exec ${POD_NAME} -- /bin/sh")),
+        "{data:?}"
+    );
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    accounts
+        .get(&launcher)
+        .await
+        .expect("the launcher's ServiceAccount");
+    let roles: Api<Role> = Api::namespaced(client.clone(), &ns);
+    let rules = json!(
+        roles
+            .get(&launcher)
+            .await
+            .expect("the launcher's Role")
+            .rules
+    );
+    assert_eq!(rules[1]["resourceNames"], json!([w0, w1]), "{rules}");
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
+    let binding = bindings.get(&launcher).await.expect("the RoleBinding");
+    assert_eq!(binding.role_ref.name, launcher);
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let launcher_pod = json!(pods.get(&launcher).await.expect("launcher"));
+    assert_eq!(launcher_pod["spec"]["serviceAccountName"], json!(launcher));
+    assert_eq!(
+        launcher_pod["spec"]["initContainers"][0]["name"],
+        json!("kubectl-delivery")
+    );
+    let worker = json!(pods.get(&w0).await.expect("worker"));
+    assert_eq!(worker["spec"]["containers"][0]["command"], json!(["sleep"]));
+
+    for pod in [&w0, &w1, &launcher] {
+        set_running(&client, &ns, pod, "mpi").await;
+    }
+    let api = jobs::api_for(&client, &ns, &job);
+    wait_condition(&api, name, "Running", &controller).await;
+    set_exited(&client, &ns, &launcher, "mpi", 0).await;
+    wait_condition(&api, name, "Succeeded", &controller).await;
+    // cleanPodPolicy Running: the still-running workers go, the finished launcher stays.
+    let names = wait_pods(&client, &ns, name, 1).await;
+    assert_eq!(names, std::slice::from_ref(&launcher));
+    let log = controller.log();
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden"),
+        "{log}"
+    );
+}
+
+async fn wait_condition(api: &Api<kube::api::DynamicObject>, name: &str, ty: &str, c: &Controller) {
+    support::wait_for(&format!("{name} {ty}"), Duration::from_secs(30), || async {
+        let job = serde_json::to_value(api.get(name).await.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        jobs::true_condition(&job, ty)
+            .map(drop)
+            .ok_or_else(|| format!("{:#}\n{}", job["status"], c.log()))
+    })
+    .await;
+}
+
+/// Both v1 MPIJob examples of the corpus (the elastic one included) reach their pods.
+async fn every_upstream_v1_example_reaches_its_pods() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    for file in ["tensorflow-mnist.yaml", "tensorflow-mnist-elastic.yaml"] {
+        let job = example(file);
+        let ns = control_plane.namespace("mpi-v1-example").await;
+        jobs::create(&client, &ns, &job, false)
+            .await
+            .expect("created");
+        let name = job["metadata"]["name"].as_str().expect("name");
+        let workers = job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+            .as_u64()
+            .unwrap_or(0) as usize;
+        let mut expected = vec![format!("{name}-launcher")];
+        expected.extend((0..workers).map(|i| format!("{name}-worker-{i}")));
+        let names = wait_pods(&client, &ns, name, expected.len()).await;
+        assert_eq!(names, expected, "{file}");
+    }
+}
+
+async fn a_deleted_or_edited_config_map_is_repaired_not_duplicated() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-v1-repair").await;
+    let job = example("tensorflow-mnist.yaml");
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .expect("created");
+    wait_pods(&client, &ns, "tensorflow-mnist", 3).await;
+    let config: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let name = "tensorflow-mnist-config";
+    let want = config.get(name).await.expect("config").data;
+
+    let edit = json!({"data": {"hostfile": "somewhere-else slots=64\n"}});
+    config
+        .patch(name, &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("hand edit");
+    wait_data(&config, name, &want).await;
+    config
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("hand delete");
+    wait_data(&config, name, &want).await;
+    let all = config
+        .list(&ListParams::default().labels("app=tensorflow-mnist"))
+        .await
+        .expect("list");
+    assert_eq!(all.items.len(), 1, "one ConfigMap, not two");
+}
+
+async fn wait_data(
+    api: &Api<ConfigMap>,
+    name: &str,
+    want: &Option<std::collections::BTreeMap<String, String>>,
+) {
+    support::wait_for(
+        "the ConfigMap repaired",
+        Duration::from_secs(30),
+        || async {
+            let have = api.get_opt(name).await.map_err(|e| e.to_string())?;
+            match have.map(|c| c.data) {
+                Some(data) if &data == want => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// A `<job>-config` someone else made (say, for an MPIJob of the other version) is neither
+/// rewritten nor mounted: the job waits with ErrResourceExists and starts once it is gone.
+async fn a_config_map_of_another_owner_is_never_adopted() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-v1-foreign").await;
+    let config: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let foreign: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "tensorflow-mnist-config"},
+        "data": {"hostfile": "someone-else slots=4\n"},
+    }))
+    .expect("ConfigMap");
+    config
+        .create(&Default::default(), &foreign)
+        .await
+        .expect("foreign ConfigMap");
+    let job = example("tensorflow-mnist.yaml");
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .expect("created");
+    let note = jobs::wait_event(&client, &ns, "ErrResourceExists").await;
+    assert!(note.contains("tensorflow-mnist-config"), "{note}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    assert!(pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .is_empty());
+    let kept = config.get("tensorflow-mnist-config").await.expect("kept");
+    assert_eq!(kept.data, foreign.data, "not rewritten");
+    assert_eq!(kept.metadata.owner_references, None, "not adopted");
+
+    config
+        .delete("tensorflow-mnist-config", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let api = jobs::api_for(&client, &ns, &job);
+    let nudge = json!({"metadata": {"annotations": {"test/nudge": "1"}}});
+    api.patch(
+        "tensorflow-mnist",
+        &PatchParams::default(),
+        &Patch::Merge(&nudge),
+    )
+    .await
+    .expect("nudge");
+    wait_pods(&client, &ns, "tensorflow-mnist", 3).await;
+}
