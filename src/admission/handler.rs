@@ -180,6 +180,19 @@ async fn handle(
     // lookups join the decision as findings of the images policy.
     let mut input = input;
     let pinning = ctx.images.pin(&set, &mut input).await;
+    record_lookups(ctx, &pinning);
+    let unresolved = pin::failure_violations(&pinning, &input);
+    match evaluate(ctx, set, input).await {
+        Ok(mut decision) => {
+            decision.add_violations(unresolved);
+            answer(ctx, endpoint, &uid, kind, &decision)
+        }
+        Err((failure, message)) => fail(ctx, &uid, kind, failure, message),
+    }
+}
+
+/// Counts each image looked up by outcome, and logs the ones left unresolved.
+fn record_lookups(ctx: &Context, pinning: &crate::images::Pinning) {
     for r in &pinning.resolved {
         match &r.outcome {
             Ok(_) => ctx.metrics.image_lookup("pinned"),
@@ -188,14 +201,6 @@ async fn handle(
                 warn!(image = e.image(), error = %e.message(), "image digest not resolved");
             }
         }
-    }
-    let unresolved = pin::failure_violations(&pinning, &input);
-    match evaluate(ctx, set, input).await {
-        Ok(mut decision) => {
-            decision.add_violations(unresolved);
-            answer(ctx, endpoint, &uid, kind, &decision)
-        }
-        Err((failure, message)) => fail(ctx, &uid, kind, failure, message),
     }
 }
 
