@@ -3,6 +3,7 @@
 //! - [`admission`]: the HTTPS webhook server (`gangplank serve`), TLS and policy hot reload.
 //! - [`controller`]: the lifecycle controller's pure planning core (`plan`: job + cluster → actions, status).
 //! - [`crd`]: Rust types and generated CRDs of the training kinds the controller runs (`gangplank crds`).
+//! - [`images`]: image digest pinning against OCI registries (tag → digest, auth, cache).
 //! - [`job`]: the kind table and JobView, one normalized view over every training kind.
 //! - [`policy`]: the Rego policy set (regorus), parameters, mutation intents, decisions.
 //! - [`review`]: admission requests in (manifests or AdmissionReviews), decisions out.
@@ -14,6 +15,7 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod crd;
+pub mod images;
 pub mod job;
 pub mod pointer;
 pub mod policy;

@@ -34,6 +34,7 @@ use super::metrics::{Decision, Endpoint, Failure, Metrics};
 use super::reload::PolicyStore;
 use super::review::{self, BadReview, Verdict};
 use super::verdict;
+use crate::images::{pin, Pinner};
 use crate::policy::{EvalError, PolicySet};
 use crate::review::decide;
 use crate::review::Input;
@@ -54,6 +55,8 @@ pub struct Limits {
 pub struct Context {
     pub policies: Arc<PolicyStore>,
     pub metrics: Arc<Metrics>,
+    /// Tag → digest pinning, before evaluation (when params.yaml turns it on).
+    pub images: Arc<Pinner>,
     eval_timeout: Duration,
     slots: Arc<Semaphore>,
     /// Reviews between body received and answer, this one included.
@@ -61,10 +64,16 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(policies: Arc<PolicyStore>, metrics: Arc<Metrics>, limits: Limits) -> Context {
+    pub fn new(
+        policies: Arc<PolicyStore>,
+        metrics: Arc<Metrics>,
+        images: Arc<Pinner>,
+        limits: Limits,
+    ) -> Context {
         Context {
             policies,
             metrics,
+            images,
             eval_timeout: limits.eval_timeout,
             slots: Arc::new(Semaphore::new(limits.max_evaluations.max(1))),
             in_flight: AtomicUsize::new(0),
@@ -167,9 +176,31 @@ async fn handle(
         return (reply(&Verdict::allow(), &uid), kind, Decision::Skipped);
     }
 
+    // Digests first: the policies pin what the resolver found (input.images), and failed
+    // lookups join the decision as findings of the images policy.
+    let mut input = input;
+    let pinning = ctx.images.pin(&set, &mut input).await;
+    record_lookups(ctx, &pinning);
+    let unresolved = pin::failure_violations(&pinning, &input);
     match evaluate(ctx, set, input).await {
-        Ok(decision) => answer(ctx, endpoint, &uid, kind, &decision),
+        Ok(mut decision) => {
+            decision.add_violations(unresolved);
+            answer(ctx, endpoint, &uid, kind, &decision)
+        }
         Err((failure, message)) => fail(ctx, &uid, kind, failure, message),
+    }
+}
+
+/// Counts each image looked up by outcome, and logs the ones left unresolved.
+fn record_lookups(ctx: &Context, pinning: &crate::images::Pinning) {
+    for r in &pinning.resolved {
+        match &r.outcome {
+            Ok(_) => ctx.metrics.image_lookup("pinned"),
+            Err(e) => {
+                ctx.metrics.image_lookup(e.metric_label());
+                warn!(image = e.image(), error = %e.message(), "image digest not resolved");
+            }
+        }
     }
 }
 

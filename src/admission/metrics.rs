@@ -141,6 +141,12 @@ pub struct Metrics {
     tls_reloads: Family<ResultLabels, Counter>,
     policies_loaded: Gauge,
     in_flight: Gauge,
+    image_lookups: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -207,6 +213,12 @@ impl Metrics {
             "Admission reviews being evaluated or waiting for an evaluation slot",
             in_flight.clone(),
         );
+        let image_lookups = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "image_lookups",
+            "Images of reviews looked up for digest pinning (from the cache or a registry), by outcome (pinned, or why not)",
+            image_lookups.clone(),
+        );
         // Series of closed label sets exist from the start, so that rate() and increase()
         // see the first failure rather than a series appearing.
         for ok in [true, false] {
@@ -223,7 +235,11 @@ impl Metrics {
                 reason: reason.as_str(),
             }));
         }
+        for outcome in crate::images::ResolveError::OUTCOME_LABELS {
+            drop(image_lookups.get_or_create(&OutcomeLabels { outcome }));
+        }
         Metrics {
+            image_lookups,
             registry,
             requests,
             latency,
@@ -286,6 +302,14 @@ impl Metrics {
     pub fn set_policies_loaded(&self, n: usize) {
         self.policies_loaded
             .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one image lookup; `outcome` is `pinned` or a [`crate::images::ResolveError`]
+    /// metric label.
+    pub fn image_lookup(&self, outcome: &'static str) {
+        self.image_lookups
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     pub fn tls_reload(&self, ok: bool) {
@@ -368,6 +392,7 @@ mod tests {
         m.policy_reload(false, None);
         m.tls_reload(true);
         m.failure(Failure::Timeout);
+        m.image_lookup("pinned");
         let text = m.render();
         for needle in [
             "gangplank_admission_requests_total{endpoint=\"mutate\",kind=\"TFJob\",decision=\"patched\"} 1",
@@ -377,6 +402,8 @@ mod tests {
             "gangplank_tls_reloads_total{result=\"success\"} 1",
             "gangplank_admission_evaluation_failures_total{reason=\"timeout\"} 1",
             "gangplank_policies_loaded 0",
+            "gangplank_image_lookups_total{outcome=\"pinned\"} 1",
+            "gangplank_image_lookups_total{outcome=\"timeout\"} 0",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

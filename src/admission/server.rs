@@ -71,6 +71,9 @@ pub struct Config {
     /// After the shutdown signal, how long to keep accepting connections while `/readyz`
     /// already fails, so that endpoints stop routing here before the listener closes.
     pub shutdown_delay: Duration,
+    /// Image digest pinning: resolver, cache, credentials (used when params.yaml turns
+    /// `imageResolution` on).
+    pub images: Arc<crate::images::Pinner>,
 }
 
 /// State shared by the routes.
@@ -92,7 +95,12 @@ impl Shared {
         metrics: Arc<Metrics>,
     ) -> Arc<Shared> {
         Arc::new(Shared {
-            admission: Context::new(policies, metrics.clone(), config.limits),
+            admission: Context::new(
+                policies,
+                metrics.clone(),
+                Arc::clone(&config.images),
+                config.limits,
+            ),
             cert,
             metrics,
             max_body_bytes: config.max_body_bytes,

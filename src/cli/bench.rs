@@ -123,7 +123,7 @@ impl BenchArgs {
             server_pid,
             serve_args,
         } = self;
-        let cases = Arc::new(prepare(&examples, &policies)?);
+        let cases = Arc::new(prepare(&examples, &policies).await?);
         let (target, _child) = match (addr, ca) {
             (Some(addr), Some(ca)) => {
                 let pem = std::fs::read(&ca).map_err(|e| format!("{}: {e}", ca.display()))?;
@@ -200,18 +200,24 @@ impl BenchArgs {
     }
 }
 
-/// Reviews of every manifest: CREATE to /mutate, and the mutated object to /validate.
-fn prepare(examples: &Path, policies: &Path) -> Result<Vec<Case>, String> {
+/// Reviews of every manifest: CREATE to /mutate, and the mutated object to /validate. With
+/// `imageResolution` on in the policies, images are pinned first, as the server will (so
+/// the expected verdicts are the server's, and its digest cache is what the bench loads).
+async fn prepare(examples: &Path, policies: &Path) -> Result<Vec<Case>, String> {
     let set = PolicySet::load(policies)
         .map_err(|e| format!("cannot load policies: {}", super::report::error_chain(&e)))?;
+    let pinner = crate::images::Pinner::default();
     let mut cases = Vec::new();
     for (i, doc) in read_documents(&[examples.to_path_buf()], &ReadOptions::default())
         .into_iter()
         .enumerate()
     {
-        let Ok(doc) = doc else { continue };
-        let decision =
+        let Ok(mut doc) = doc else { continue };
+        let pinning = pinner.pin(&set, &mut doc.input).await;
+        let failures = crate::images::pin::failure_violations(&pinning, &doc.input);
+        let mut decision =
             review::review(&set, &doc.input).map_err(|e| format!("{}: {e}", doc.source))?;
+        decision.add_violations(failures);
         let object = &doc.input.object;
         cases.push(Case {
             path: "/mutate",

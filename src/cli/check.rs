@@ -2,15 +2,17 @@
 //! will, and show verdicts, violations and the exact patch.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
 use super::exit;
-use super::report::{self, Outcome};
-use crate::policy::PolicySet;
+use super::report::{self, Outcome, Unresolved};
+use crate::images::{pin, Keychain, Pinner};
+use crate::policy::{EvalError, PolicySet};
 use crate::review::documents::{ReadOptions, DEFAULT_MAX_DOCUMENT_BYTES};
 use crate::review::{self, read_documents};
+use crate::review::{Decision, Input};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -41,6 +43,15 @@ pub struct CheckArgs {
     /// this many runs), most expensive first. For policy authors; 0 turns it off.
     #[arg(long, default_value_t = 0, env = "GANGPLANK_PROFILE")]
     pub profile: usize,
+    /// Look image tags up in their registries and pin them, as the webhook would (with
+    /// `imageResolution` of params.yaml, turned on). Without it, check makes no network call
+    /// and lists the images it left unresolved.
+    #[arg(long, env = "GANGPLANK_RESOLVE")]
+    pub resolve: bool,
+    /// Registry credentials for --resolve, docker `config.json` format
+    /// (`{"auths": {"<registry>": {"auth": "<base64 user:password>"}}}`).
+    #[arg(long, env = "GANGPLANK_REGISTRY_CREDENTIALS", requires = "resolve")]
+    pub registry_credentials: Option<PathBuf>,
     /// A cluster inventory for the policies that check jobs against the cluster
     /// (`data.cluster`): `kubectl get nodes -o yaml` output, Volcano Queues optionally in
     /// the same list (`kubectl get nodes,queues -o yaml`). Without it those policies are silent.
@@ -64,6 +75,8 @@ impl CheckArgs {
             namespace,
             max_document_bytes,
             profile,
+            resolve,
+            registry_credentials,
             cluster,
         } = self;
         let inventory = match cluster.as_deref().map(crate::cluster::snapshot::read) {
@@ -74,16 +87,22 @@ impl CheckArgs {
                 return exit::UNREADABLE;
             }
         };
-        let set = match PolicySet::load(&policies) {
+        // With --resolve, recompiled with imageResolution on; before the inventory is
+        // attached, which a recompile would not keep.
+        let loaded = PolicySet::load(&policies).map_err(|e| report::error_chain(&e));
+        let loaded = match (loaded, resolve) {
+            (Ok(set), true) => with_resolution(&set),
+            (loaded, _) => loaded,
+        };
+        let set = match loaded {
             Ok(set) => match inventory {
                 Some(handle) => set.with_cluster(handle),
                 None => set,
             },
             Err(e) => {
                 eprintln!(
-                    "error: cannot load policies from {}: {}",
-                    policies.display(),
-                    report::error_chain(&e)
+                    "error: cannot load policies from {}: {e}",
+                    policies.display()
                 );
                 return exit::UNREADABLE;
             }
@@ -91,6 +110,14 @@ impl CheckArgs {
         if let Some(why) = set.interpreter_reason() {
             eprintln!("note: policies run on the regorus interpreter, not the bytecode VM: {why}");
         }
+        let resolving = match resolve.then(|| Resolving::new(registry_credentials.as_deref())) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(message)) => {
+                eprintln!("error: {message}");
+                return exit::UNREADABLE;
+            }
+            None => None,
+        };
         let opts = ReadOptions {
             max_document_bytes,
             default_namespace: namespace,
@@ -98,12 +125,20 @@ impl CheckArgs {
         let outcomes: Vec<Outcome> = read_documents(&paths, &opts)
             .into_iter()
             .map(|doc| match doc {
-                Ok(doc) => {
+                Ok(mut doc) => {
                     if profile > 0 && doc.input.kind().is_some() {
                         print_profile(&set, &doc, profile);
                     }
-                    let decision = review::review(&set, &doc.input);
-                    Outcome::decided(doc, decision)
+                    let Some(resolving) = &resolving else {
+                        let unresolved = Unresolved {
+                            images: pin::wanted(&set, &doc.input),
+                            looked_up: false,
+                        };
+                        let decision = review::review(&set, &doc.input);
+                        return Outcome::decided(doc, decision, unresolved);
+                    };
+                    let (decision, unresolved) = resolving.review(&set, &mut doc.input);
+                    Outcome::decided(doc, decision, unresolved)
                 }
                 Err(e) => Outcome::unreadable(e),
             })
@@ -132,6 +167,63 @@ impl CheckArgs {
             Ok(()) => {}
         }
         report::exit_code(&outcomes)
+    }
+}
+
+/// `set` recompiled with `imageResolution` turned on (its other settings kept).
+fn with_resolution(set: &PolicySet) -> Result<PolicySet, String> {
+    let mut sources = set.sources().clone();
+    let mut settings = sources.params.image_resolution.take().unwrap_or_default();
+    settings.enabled = true;
+    sources.params.image_resolution = Some(settings);
+    PolicySet::compile(sources).map_err(|e| report::error_chain(&e))
+}
+
+/// `--resolve`: a resolver with the credentials file, and a runtime to run it on.
+struct Resolving {
+    pinner: Pinner,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Resolving {
+    fn new(credentials: Option<&Path>) -> Result<Resolving, String> {
+        let credentials = match credentials {
+            Some(path) => Keychain::from_file(path).map_err(|e| report::error_chain(&e))?,
+            None => Keychain::default(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        Ok(Resolving {
+            pinner: Pinner {
+                credentials,
+                ..Pinner::default()
+            },
+            runtime,
+        })
+    }
+
+    /// What the webhooks decide: pin, review, add the failed lookups.
+    fn review(
+        &self,
+        set: &PolicySet,
+        input: &mut Input,
+    ) -> (Result<Decision, EvalError>, Unresolved) {
+        if review::decide::skip_reason(set, input).is_some() {
+            return (review::review(set, input), Unresolved::default());
+        }
+        let pinning = self.runtime.block_on(self.pinner.pin(set, input));
+        let failures = pin::failure_violations(&pinning, input);
+        let unresolved = Unresolved {
+            images: pinning.failures().map(|e| e.image().to_string()).collect(),
+            looked_up: true,
+        };
+        let decision = review::review(set, input).map(|mut d| {
+            d.add_violations(failures);
+            d
+        });
+        (decision, unresolved)
     }
 }
 

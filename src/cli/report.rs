@@ -18,6 +18,9 @@ pub enum Outcome {
         source: String,
         object: String,
         decision: Decision,
+        /// Images still without a digest: not looked up (offline), or their lookup failed.
+        #[serde(skip_serializing_if = "Unresolved::is_empty")]
+        unresolved: Unresolved,
     },
     /// The policies failed on this object (the webhook would refuse it).
     Failed {
@@ -30,13 +33,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn decided(doc: Document, decision: Result<Decision, EvalError>) -> Outcome {
+    pub fn decided(
+        doc: Document,
+        decision: Result<Decision, EvalError>,
+        unresolved: Unresolved,
+    ) -> Outcome {
         let object = describe(doc.input.subject(), &doc.input.namespace);
         match decision {
             Ok(decision) => Outcome::Decided {
                 source: doc.source,
                 object,
                 decision,
+                unresolved,
             },
             Err(e) => Outcome::Failed {
                 source: doc.source,
@@ -51,6 +59,21 @@ impl Outcome {
             source: e.source,
             error: e.message,
         }
+    }
+}
+
+/// Images of a job left without a digest, and whether anyone tried.
+#[derive(Debug, Default, Serialize)]
+pub struct Unresolved {
+    pub images: Vec<String>,
+    /// True with `--resolve`: the lookups failed (the findings say why). False: offline,
+    /// nothing was looked up.
+    pub looked_up: bool,
+}
+
+impl Unresolved {
+    pub fn is_empty(&self) -> bool {
+        self.images.is_empty()
     }
 }
 
@@ -81,7 +104,8 @@ pub fn write_text(w: &mut impl Write, outcomes: &[Outcome]) -> io::Result<()> {
                 source,
                 object,
                 decision,
-            } => write_decision(w, source, object, decision)?,
+                unresolved,
+            } => write_decision(w, source, object, decision, unresolved)?,
             Outcome::Failed {
                 source,
                 object,
@@ -93,7 +117,13 @@ pub fn write_text(w: &mut impl Write, outcomes: &[Outcome]) -> io::Result<()> {
     writeln!(w, "\n{}", summary(outcomes))
 }
 
-fn write_decision(w: &mut impl Write, source: &str, object: &str, d: &Decision) -> io::Result<()> {
+fn write_decision(
+    w: &mut impl Write,
+    source: &str,
+    object: &str,
+    d: &Decision,
+    unresolved: &Unresolved,
+) -> io::Result<()> {
     if let Some(reason) = &d.skipped {
         return writeln!(w, "{source}  {object}  SKIPPED: {reason}");
     }
@@ -107,6 +137,18 @@ fn write_decision(w: &mut impl Write, source: &str, object: &str, d: &Decision) 
     writeln!(w, "{source}  {object}  {verdict}{mutated}")?;
     for v in &d.violations {
         writeln!(w, "  {:<5} {}", v.action.as_str(), v.render())?;
+    }
+    if !unresolved.is_empty() {
+        let why = if unresolved.looked_up {
+            "lookup failed, see the images findings"
+        } else {
+            "offline; --resolve looks tags up as the webhook would"
+        };
+        writeln!(
+            w,
+            "  images left unresolved ({why}): {}",
+            unresolved.images.join(", ")
+        )?;
     }
     if changes > 0 {
         writeln!(w, "  patch:")?;

@@ -15,6 +15,7 @@ use crate::admission::handler::Limits;
 use crate::admission::server::DEFAULT_MAX_BODY_BYTES;
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
 use crate::cluster::ClusterHandle;
+use crate::images::{Keychain, Pinner};
 
 /// The webhook's `timeoutSeconds` in deploy/: evaluation must give up before it.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -66,6 +67,10 @@ pub struct ServeArgs {
     /// Async worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0, env = "GANGPLANK_WORKER_THREADS")]
     pub worker_threads: usize,
+    /// Registry credentials (docker `config.json` format) for image digest pinning, used for
+    /// registries that no pull secret of the job covers.
+    #[arg(long, env = "GANGPLANK_REGISTRY_CREDENTIALS")]
+    pub registry_credentials: Option<PathBuf>,
     /// Also run the lifecycle controller in this process (small clusters; large ones run
     /// `gangplank controller` as its own Deployment, deploy/controller/).
     #[arg(long, env = "GANGPLANK_CONTROLLER")]
@@ -110,6 +115,7 @@ impl ServeArgs {
             reload_interval,
             shutdown_delay,
             worker_threads: _,
+            registry_credentials,
             controller,
             controller_options,
             cluster_inventory,
@@ -162,6 +168,13 @@ impl ServeArgs {
         } else {
             max_evaluations
         };
+        let images = match image_pinner(registry_credentials.as_deref()).await {
+            Ok(pinner) => Arc::new(pinner),
+            Err(message) => {
+                error!(error = %message, "cannot set up image digest pinning");
+                return exit::UNREADABLE;
+            }
+        };
         let config = Config {
             addr,
             limits: Limits {
@@ -171,6 +184,7 @@ impl ServeArgs {
             max_body_bytes,
             reload_interval,
             shutdown_delay,
+            images,
         };
         let server = match Server::bind(config, Arc::new(store), cert, metrics).await {
             Ok(server) => server,
@@ -206,6 +220,27 @@ impl ServeArgs {
             }
         }
     }
+}
+
+/// The resolver, with the credentials file and, when a cluster is reachable, its pull
+/// secrets. Without a cluster (a local run), pinning works with the file alone.
+async fn image_pinner(credentials: Option<&std::path::Path>) -> Result<Pinner, String> {
+    let credentials = match credentials {
+        Some(path) => Keychain::from_file(path).map_err(|e| error_chain(&e))?,
+        None => Keychain::default(),
+    };
+    let cluster = match kube::Client::try_default().await {
+        Ok(client) => Some(client),
+        Err(e) => {
+            info!(reason = %e, "no cluster API configured: image pull secrets are not read");
+            None
+        }
+    };
+    Ok(Pinner {
+        cluster,
+        credentials,
+        ..Pinner::default()
+    })
 }
 
 /// Starts watching the cluster's Nodes and Queues into `cluster`, if an API configuration

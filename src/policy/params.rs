@@ -62,6 +62,9 @@ pub struct ParamsFile {
     pub excluded_namespaces: Vec<String>,
     #[serde(default)]
     pub policies: BTreeMap<String, PolicyParams>,
+    /// Tag → digest pinning by the webhooks (see [`crate::images::settings`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_resolution: Option<crate::images::Settings>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -93,6 +96,9 @@ impl ParamsFile {
     pub fn overlay(&mut self, other: &ParamsFile) {
         if !other.excluded_namespaces.is_empty() {
             self.excluded_namespaces = other.excluded_namespaces.clone();
+        }
+        if other.image_resolution.is_some() {
+            self.image_resolution = other.image_resolution.clone();
         }
         for (name, o) in &other.policies {
             let p = self.policies.entry(name.clone()).or_default();

@@ -38,6 +38,16 @@ impl Decision {
         }
     }
 
+    /// Adds findings made outside the policies (image lookups that failed), in the order
+    /// every decision lists its violations.
+    pub fn add_violations(&mut self, violations: Vec<Violation>) {
+        if violations.is_empty() {
+            return;
+        }
+        self.violations.extend(violations);
+        crate::policy::eval::sort_violations(&mut self.violations);
+    }
+
     /// Allowed unless a policy with action `deny` found a violation.
     pub fn allowed(&self) -> bool {
         !self.violations.iter().any(|v| v.action == Action::Deny)

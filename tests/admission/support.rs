@@ -120,6 +120,7 @@ impl TestServer {
             max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
             reload_interval: Duration::from_millis(100),
             shutdown_delay: opts.shutdown_delay,
+            images: Default::default(),
         };
         let server = Server::bind(config, store, cert, metrics.clone())
             .await

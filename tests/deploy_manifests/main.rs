@@ -16,6 +16,7 @@
 mod cert_manager;
 mod controller;
 mod files;
+mod image_pinning;
 mod kustomize;
 mod policies;
 mod support;

@@ -20,6 +20,7 @@ pub mod controller;
 pub mod harness;
 pub mod jobs;
 pub mod process;
+pub mod registry;
 pub mod webhooks;
 
 pub use control_plane::{ControlPlane, Crds};
