@@ -233,5 +233,8 @@ fn job_results(job: &AuditedJob, set: &PolicySet, now: i64) -> Vec<Value> {
             out.push(result(&policy.name, "pass", "no violation", json!({})));
         }
     }
+    // By policy, as Policy Reporter lists them; the sort is stable, so a policy's
+    // violations keep their order (path, then message).
+    out.sort_by(|a, b| a["policy"].as_str().cmp(&b["policy"].as_str()));
     out
 }
