@@ -121,10 +121,12 @@ pub async fn jobs(
         };
         let what = format!("{}.{}/{}", resource.plural, spec.group, spec.version);
         match list_all(&api).await {
-            Ok(items) => out.extend(items.iter().filter_map(|item| {
-                let mut item = serde_json::to_value(item).ok()?;
-                item["apiVersion"] = Value::from(spec.api_version());
-                item["kind"] = Value::from(spec.kind);
+            Ok(items) => out.extend(items.into_iter().filter_map(|mut item| {
+                item.types = Some(kube::api::TypeMeta {
+                    api_version: spec.api_version(),
+                    kind: spec.kind.into(),
+                });
+                let item = serde_json::to_value(item).ok()?;
                 Some((item, format!("cluster: {what}")))
             })),
             Err(e) => audit.unreadable.push(DocumentError {

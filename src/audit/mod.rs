@@ -186,3 +186,73 @@ impl Audit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str, verdict: Verdict) -> AuditedJob {
+        AuditedJob {
+            namespace: "ns".into(),
+            api_version: "kubeflow.org/v1".into(),
+            kind: "PyTorchJob".into(),
+            name: name.into(),
+            uid: String::new(),
+            source: "test".into(),
+            verdict,
+        }
+    }
+
+    fn violation(action: Action) -> Violation {
+        Violation {
+            policy: "p".into(),
+            action,
+            path: String::new(),
+            msg: "m".into(),
+        }
+    }
+
+    #[test]
+    fn a_job_is_labelled_by_its_worst_violation() {
+        let judged = |actions: &[Action]| {
+            job(
+                "j",
+                Verdict::Judged(actions.iter().map(|a| violation(*a)).collect()),
+            )
+            .label()
+        };
+        assert_eq!(
+            judged(&[Action::Audit, Action::Deny, Action::Warn]),
+            "denied"
+        );
+        assert_eq!(judged(&[Action::Audit, Action::Warn]), "warned");
+        assert_eq!(judged(&[Action::Audit]), "audited");
+        assert_eq!(judged(&[]), "passed");
+        assert_eq!(job("j", Verdict::Skipped("x".into())).label(), "skipped");
+        assert_eq!(job("j", Verdict::Error("x".into())).label(), "error");
+    }
+
+    #[test]
+    fn an_incomplete_audit_exits_unreadable_even_with_denials() {
+        let denied = job("d", Verdict::Judged(vec![violation(Action::Deny)]));
+        let warned = job("w", Verdict::Judged(vec![violation(Action::Warn)]));
+        let mut audit = Audit {
+            jobs: vec![warned.clone()],
+            ..Audit::default()
+        };
+        assert_eq!(audit.exit_code(), exit::OK);
+        audit.jobs.push(denied);
+        assert_eq!(audit.exit_code(), exit::FAILED);
+        audit.jobs.push(job("e", Verdict::Error("boom".into())));
+        assert_eq!(audit.exit_code(), exit::UNREADABLE);
+        let unreadable = Audit {
+            jobs: vec![warned],
+            unreadable: vec![DocumentError {
+                source: "f.yaml#1".into(),
+                message: "bad".into(),
+            }],
+            ..Audit::default()
+        };
+        assert_eq!(unreadable.exit_code(), exit::UNREADABLE);
+    }
+}

@@ -191,8 +191,8 @@ fn job_results(job: &AuditedJob, set: &PolicySet, now: i64) -> Vec<Value> {
         "name": job.name,
         "namespace": job.namespace,
     });
-    if !job.uid.is_empty() {
-        resource["uid"] = Value::from(job.uid.as_str());
+    if let Some(fields) = resource.as_object_mut().filter(|_| !job.uid.is_empty()) {
+        fields.insert("uid".into(), Value::from(job.uid.as_str()));
     }
     let result = |policy: &str, outcome: &str, message: &str, properties: Value| {
         json!({
