@@ -1,5 +1,6 @@
 //! gangplank: admission policies and lifecycle control for Kubeflow distributed training jobs.
 //!
+//! - [`audit`]: existing jobs judged by the current policies (`gangplank audit`).
 //! - [`admission`]: the HTTPS webhook server (`gangplank serve`), TLS and policy hot reload.
 //! - [`controller`]: the lifecycle controller's pure planning core (`plan`: job + cluster → actions, status).
 //! - [`crd`]: Rust types and generated CRDs of the training kinds the controller runs (`gangplank crds`).
@@ -11,6 +12,7 @@
 //! - [`cli`]: the `gangplank` subcommands.
 
 pub mod admission;
+pub mod audit;
 pub mod cli;
 pub mod cluster;
 pub mod controller;

@@ -1,5 +1,6 @@
 //! The `gangplank` command line: one module per subcommand, each with its own `run`.
 
+pub mod audit;
 pub mod bench;
 pub mod certs;
 pub mod check;
@@ -54,6 +55,9 @@ pub enum Command {
     Controller(controller::ControllerArgs),
     /// Write the CRDs of the training kinds the controller runs (generated from src/crd/).
     Crds(crds::CrdsArgs),
+    /// Judge every existing training job (in the cluster or a snapshot) by the current
+    /// policies: a table, JSON or PolicyReports; exit 1 when a job would be denied today.
+    Audit(audit::AuditArgs),
 }
 
 impl Command {
@@ -66,7 +70,8 @@ impl Command {
             | Command::Test(_)
             | Command::Certs(_)
             | Command::Bench(_)
-            | Command::Crds(_) => "warn",
+            | Command::Crds(_)
+            | Command::Audit(_) => "warn",
         }
     }
 }
@@ -75,9 +80,9 @@ impl Command {
 pub mod exit {
     /// Everything allowed / every test passed.
     pub const OK: u8 = 0;
-    /// A job was denied / a test failed.
+    /// A job was denied (or, for `audit`, would be denied today) / a test failed.
     pub const FAILED: u8 = 1;
-    /// Input or policies could not be read.
+    /// Input or policies could not be read; for `audit`, the cluster could not be reached.
     pub const UNREADABLE: u8 = 2;
 }
 
@@ -95,6 +100,7 @@ impl Cli {
             Command::Bench(args) => args.run(),
             Command::Crds(args) => args.run(),
             Command::Controller(args) => args.run(),
+            Command::Audit(args) => args.run(),
         };
         ExitCode::from(code)
     }

@@ -1,0 +1,196 @@
+//! Jobs and the Node/Queue inventory from a live cluster (in-cluster config or KUBECONFIG).
+//!
+//! Entry points: [`connect`] (a client, once the API server has answered), [`inventory`]
+//! (Nodes and Volcano Queues, listed once) and [`jobs`] (every stored job of the kinds
+//! whose CRDs are installed, found by discovery).
+//!
+//! # Errors
+//! An API server that does not answer is an error naming it ([`ConnectError`]). After
+//! that, a kind that cannot be listed is recorded as unreadable and the other kinds still
+//! run; a kind whose CRD is not installed is a note, since most clusters run one operator.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::Audit;
+use crate::cluster::Inventory;
+use crate::job::kinds::KINDS;
+use crate::job::KindSpec;
+use crate::review::DocumentError;
+
+/// Longer than any healthy API server takes to say its version, short enough that a wrong
+/// address in the kubeconfig is reported before the user gives up on the command.
+const CONNECT_LIMIT: Duration = Duration::from_secs(10);
+
+/// Objects per list request: the page size kubectl uses, so a cluster with many thousands
+/// of jobs is read in bounded responses.
+const PAGE: u32 = 500;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("no Kubernetes API configuration (in-cluster service account or KUBECONFIG)")]
+    Config(#[source] kube::config::InferConfigError),
+    #[error("cannot build a client for the Kubernetes API server at {url}")]
+    Client {
+        url: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot reach the Kubernetes API server at {url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the Kubernetes API server at {url} did not answer within {limit:?}")]
+    Timeout { url: String, limit: Duration },
+}
+
+/// A client, and the server's URL, after the server has answered `/version`.
+pub async fn connect() -> Result<(kube::Client, String), ConnectError> {
+    let config = kube::Config::infer().await.map_err(ConnectError::Config)?;
+    let url = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|source| ConnectError::Client {
+        url: url.clone(),
+        source,
+    })?;
+    match tokio::time::timeout(CONNECT_LIMIT, client.apiserver_version()).await {
+        Ok(Ok(_)) => Ok((client, url)),
+        Ok(Err(source)) => Err(ConnectError::Unreachable { url, source }),
+        Err(_) => Err(ConnectError::Timeout {
+            url,
+            limit: CONNECT_LIMIT,
+        }),
+    }
+}
+
+/// Nodes and, when their CRD is installed, Volcano Queues; `Err` says what could not be
+/// listed (the cluster-aware policies then stay silent, which the caller notes).
+pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
+    let nodes = list_all(&Api::<Node>::all(client.clone()))
+        .await
+        .map_err(|e| format!("cannot list Nodes: {}", crate::error_chain(&e)))?;
+    let queues: Api<DynamicObject> =
+        Api::all_with(client.clone(), &crate::cluster::watch::queue_resource());
+    let volcano_queues = match list_all(&queues).await {
+        Ok(items) => Some(
+            items
+                .iter()
+                .filter_map(|q| serde_json::to_value(q).ok())
+                .collect(),
+        ),
+        Err(kube::Error::Api(status)) if status.code == 404 => None,
+        Err(e) => {
+            return Err(format!(
+                "cannot list Volcano Queues: {}",
+                crate::error_chain(&e)
+            ))
+        }
+    };
+    Ok(Inventory {
+        nodes,
+        volcano_queues,
+        source: "cluster".into(),
+        stale: None,
+    })
+}
+
+/// Every stored job (in `namespace`, or all) of the kinds whose CRDs the cluster serves,
+/// with its `apiVersion` and `kind` set (list items come without them).
+pub async fn jobs(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    audit: &mut Audit,
+) -> Vec<(Value, String)> {
+    let mut out = Vec::new();
+    for (spec, served) in discover(client, audit).await {
+        let resource = ApiResource {
+            group: spec.group.into(),
+            version: spec.version.into(),
+            api_version: spec.api_version(),
+            kind: spec.kind.into(),
+            plural: served,
+        };
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let what = format!("{}.{}/{}", resource.plural, spec.group, spec.version);
+        match list_all(&api).await {
+            Ok(items) => out.extend(items.into_iter().filter_map(|mut item| {
+                item.types = Some(kube::api::TypeMeta {
+                    api_version: spec.api_version(),
+                    kind: spec.kind.into(),
+                });
+                let item = serde_json::to_value(item).ok()?;
+                Some((item, format!("cluster: {what}")))
+            })),
+            Err(e) => audit.unreadable.push(DocumentError {
+                source: format!("cluster: {what}"),
+                message: format!("cannot list: {}", crate::error_chain(&e)),
+            }),
+        }
+    }
+    out
+}
+
+/// The kinds whose resources the cluster serves, each with its plural. A group version
+/// the server does not know (404) is a note; any other failure makes the kinds unreadable.
+async fn discover(client: &kube::Client, audit: &mut Audit) -> Vec<(&'static KindSpec, String)> {
+    let mut found = Vec::new();
+    let mut versions: Vec<String> = Vec::new();
+    for version in KINDS.iter().map(KindSpec::api_version) {
+        if !versions.contains(&version) {
+            versions.push(version);
+        }
+    }
+    for version in versions {
+        let kinds = KINDS.iter().filter(|k| k.api_version() == version);
+        let resources = match client.list_api_group_resources(&version).await {
+            Ok(list) => list.resources,
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(e) => {
+                audit.unreadable.push(DocumentError {
+                    source: format!("cluster: /apis/{version}"),
+                    message: format!("cannot discover resources: {}", crate::error_chain(&e)),
+                });
+                continue;
+            }
+        };
+        for spec in kinds {
+            // Subresources (`pytorchjobs/status`) share the kind; the plural has no slash.
+            let served = resources
+                .iter()
+                .find(|r| r.kind == spec.kind && !r.name.contains('/'));
+            match served {
+                Some(r) => found.push((spec, r.name.clone())),
+                None => audit.notes.push(format!(
+                    "{} {version}: CRD not installed; skipped",
+                    spec.kind
+                )),
+            }
+        }
+    }
+    found
+}
+
+/// Every object of `api`, page by page.
+async fn list_all<K>(api: &Api<K>) -> Result<Vec<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut items = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! `gangplank audit`: every existing training job, in the cluster or in a snapshot, judged
+//! by the current policies as if it were created today (see [`crate::audit`]).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::exit;
+use super::report::error_chain;
+use crate::audit::{self, live, report, Audit};
+use crate::cluster::{ClusterHandle, Inventory};
+use crate::policy::PolicySet;
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// A snapshot to audit instead of the cluster: a YAML or JSON file or a directory of
+    /// them, as `kubectl get pytorchjobs,tfjobs,mpijobs,xgboostjobs,paddlejobs,jaxjobs -A
+    /// -o yaml` prints. Without it, the cluster of the in-cluster config or KUBECONFIG.
+    pub source: Option<PathBuf>,
+    /// Policy directory: *.rego, lib/, params.yaml.
+    #[arg(long, default_value = "policies", env = "GANGPLANK_POLICIES")]
+    pub policies: PathBuf,
+    /// A cluster inventory for the cluster-aware policies (`kubectl get nodes,queues -o
+    /// yaml`). With a live cluster, Nodes and Volcano Queues are listed from it instead,
+    /// unless this is given.
+    #[arg(long, env = "GANGPLANK_CLUSTER_SNAPSHOT")]
+    pub cluster_snapshot: Option<PathBuf>,
+    /// `table`: one row per violation. `json`: the documented audit document.
+    /// `policyreport`: wgpolicyk8s.io/v1alpha2 PolicyReports, one per namespace (YAML).
+    #[arg(
+        short,
+        long,
+        value_enum,
+        default_value = "table",
+        env = "GANGPLANK_AUDIT_OUTPUT"
+    )]
+    pub output: Output,
+    /// Audit only this namespace.
+    #[arg(short, long, env = "GANGPLANK_AUDIT_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Audit every namespace (the default; kubectl's spelling, for scripts that pass it).
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Policyreport,
+}
+
+impl AuditArgs {
+    pub fn run(self) -> u8 {
+        let Self {
+            source,
+            policies,
+            cluster_snapshot,
+            output,
+            namespace,
+            all_namespaces: _,
+        } = self;
+        let set = match PolicySet::load(&policies) {
+            Ok(set) => set,
+            Err(e) => {
+                eprintln!(
+                    "error: cannot load policies from {}: {}",
+                    policies.display(),
+                    error_chain(&e)
+                );
+                return exit::UNREADABLE;
+            }
+        };
+        let snapshot_inventory = match cluster_snapshot
+            .as_deref()
+            .map(crate::cluster::snapshot::read)
+        {
+            None => None,
+            Some(Ok(inventory)) => Some(inventory),
+            Some(Err(message)) => {
+                eprintln!("error: --cluster-snapshot: {message}");
+                return exit::UNREADABLE;
+            }
+        };
+        let namespace = namespace.as_deref();
+        let result = match source {
+            Some(path) => Ok(snapshot_audit(set, snapshot_inventory, &path, namespace)),
+            None => live_audit(set, snapshot_inventory, namespace),
+        };
+        match result {
+            Ok((audit, set)) => write(&audit, &set, output),
+            Err(message) => {
+                eprintln!("error: {message}");
+                exit::UNREADABLE
+            }
+        }
+    }
+}
+
+fn snapshot_audit(
+    set: PolicySet,
+    inventory: Option<Inventory>,
+    path: &std::path::Path,
+    namespace: Option<&str>,
+) -> (Audit, PolicySet) {
+    let (set, inventory_source) = with_inventory(set, inventory);
+    let mut audit = audit::snapshot::read(&set, path, namespace);
+    audit.inventory = inventory_source;
+    (audit, set)
+}
+
+/// The policies reading `inventory` as `data.cluster`, and where it came from.
+fn with_inventory(set: PolicySet, inventory: Option<Inventory>) -> (PolicySet, Option<String>) {
+    match inventory {
+        Some(inventory) => {
+            let source = inventory.source.clone();
+            (
+                set.with_cluster(ClusterHandle::fixed(&inventory)),
+                Some(source),
+            )
+        }
+        None => (set, None),
+    }
+}
+
+fn live_audit(
+    set: PolicySet,
+    inventory: Option<Inventory>,
+    namespace: Option<&str>,
+) -> Result<(Audit, PolicySet), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async {
+        let (client, url) = live::connect().await.map_err(|e| error_chain(&e))?;
+        let mut audit = Audit {
+            source: format!("cluster {url}"),
+            ..Audit::default()
+        };
+        let inventory = match inventory {
+            Some(inventory) => Some(inventory),
+            None => match live::inventory(&client).await {
+                Ok(inventory) => Some(inventory),
+                Err(why) => {
+                    audit.notes.push(format!(
+                        "{why}; the cluster-aware policies (capacity, volcano_queue, mig_inventory) found nothing"
+                    ));
+                    None
+                }
+            },
+        };
+        let (set, inventory_source) = with_inventory(set, inventory);
+        audit.inventory = inventory_source;
+        let jobs = live::jobs(&client, namespace, &mut audit).await;
+        let mut seen = std::collections::HashSet::new();
+        for (object, source) in jobs {
+            // A CRD serving two versions (MPIJob v1 and v2beta1) lists each job under both.
+            let uid = object.pointer("/metadata/uid").and_then(|u| u.as_str());
+            if uid.is_some_and(|uid| !seen.insert(uid.to_string())) {
+                continue;
+            }
+            audit.jobs.push(audit::judge(&set, object, source));
+        }
+        audit.sort();
+        Ok((audit, set))
+    })
+}
+
+fn write(audit: &Audit, set: &PolicySet, output: Output) -> u8 {
+    for note in &audit.notes {
+        eprintln!("note: {note}");
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let written = match output {
+        Output::Table => report::write_table(&mut out, audit),
+        // Rendered first: serde_json's writer would turn a closed pipe into a JSON error.
+        Output::Json => serde_json::to_string_pretty(&report::to_json(audit))
+            .map_err(std::io::Error::other)
+            .and_then(|text| writeln!(out, "{text}")),
+        Output::Policyreport => write_policy_reports(&mut out, audit, set),
+    };
+    match written.and_then(|()| out.flush()) {
+        // `audit ... | head` closed the pipe: the reader has what it wanted.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            eprintln!("error: cannot write output: {e}");
+            return exit::UNREADABLE;
+        }
+        Ok(()) => {}
+    }
+    audit.exit_code()
+}
+
+/// YAML documents for `kubectl apply -f -`; what could not be read goes to stderr, since
+/// a PolicyReport has no place for a file that is not a resource.
+fn write_policy_reports(w: &mut impl Write, audit: &Audit, set: &PolicySet) -> std::io::Result<()> {
+    for e in &audit.unreadable {
+        eprintln!("unreadable: {}: {}", e.source, e.message);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    for report in report::policy_reports(audit, set, now) {
+        let text = yaml_serde::to_string(&report).map_err(std::io::Error::other)?;
+        write!(w, "---\n{text}")?;
+    }
+    Ok(())
+}
