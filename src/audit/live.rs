@@ -68,35 +68,46 @@ pub async fn connect() -> Result<(kube::Client, String), ConnectError> {
     }
 }
 
-/// Nodes and, when their CRD is installed, Volcano Queues; `Err` says what could not be
-/// listed (the cluster-aware policies then stay silent, which the caller notes).
+/// Nodes and, when their CRDs are installed, Volcano Queues and Kueue ClusterQueues and
+/// LocalQueues; `Err` says what could not be listed (the cluster-aware policies then stay
+/// silent, which the caller notes).
 pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
     let nodes = list_all(&Api::<Node>::all(client.clone()))
         .await
         .map_err(|e| format!("cannot list Nodes: {}", crate::error_chain(&e)))?;
-    let queues: Api<DynamicObject> =
-        Api::all_with(client.clone(), &crate::cluster::watch::queue_resource());
-    let volcano_queues = match list_all(&queues).await {
-        Ok(items) => Some(
+    let [cluster_queues, local_queues] = crate::cluster::watch::kueue_resources();
+    Ok(Inventory {
+        nodes,
+        volcano_queues: custom(
+            client,
+            &crate::cluster::watch::queue_resource(),
+            "Volcano Queues",
+        )
+        .await?,
+        kueue_cluster_queues: custom(client, &cluster_queues, "Kueue ClusterQueues").await?,
+        kueue_local_queues: custom(client, &local_queues, "Kueue LocalQueues").await?,
+        source: "cluster".into(),
+        stale: None,
+    })
+}
+
+/// Every object of a custom resource, as JSON; `None` when its CRD is not installed.
+async fn custom(
+    client: &kube::Client,
+    resource: &kube::api::ApiResource,
+    what: &str,
+) -> Result<Option<Vec<Value>>, String> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    match list_all(&api).await {
+        Ok(items) => Ok(Some(
             items
                 .iter()
                 .filter_map(|q| serde_json::to_value(q).ok())
                 .collect(),
-        ),
-        Err(kube::Error::Api(status)) if status.code == 404 => None,
-        Err(e) => {
-            return Err(format!(
-                "cannot list Volcano Queues: {}",
-                crate::error_chain(&e)
-            ))
-        }
-    };
-    Ok(Inventory {
-        nodes,
-        volcano_queues,
-        source: "cluster".into(),
-        stale: None,
-    })
+        )),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(e) => Err(format!("cannot list {what}: {}", crate::error_chain(&e))),
+    }
 }
 
 /// Every stored job (in `namespace`, or all) of the kinds whose CRDs the cluster serves,
