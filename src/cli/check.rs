@@ -55,7 +55,7 @@ pub struct CheckArgs {
     /// A cluster inventory for the policies that check jobs against the cluster
     /// (`data.cluster`): `kubectl get nodes -o yaml` output, Volcano Queues optionally in
     /// the same list (`kubectl get nodes,queues -o yaml`). Without it those policies are silent.
-    #[arg(long, env = "GANGPLANK_CLUSTER_SNAPSHOT")]
+    #[arg(long, alias = "cluster-snapshot", env = "GANGPLANK_CLUSTER_SNAPSHOT")]
     pub cluster: Option<PathBuf>,
 }
 
