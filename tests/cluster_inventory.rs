@@ -217,3 +217,46 @@ fn snapshot_errors_name_the_file_and_the_item() {
     assert_eq!(inv.nodes.len(), 12);
     assert_eq!(inv.volcano_queues.map(|q| q.len()), Some(3));
 }
+
+/// Node classes are told apart by the labels the job selects on, per request: a `rack`
+/// label splits 40 nodes only for a job that selects a rack, and a hostname selector gets
+/// exactly its node.
+#[test]
+fn classes_follow_the_jobs_selectors() {
+    let nodes: Vec<Node> = (0..40)
+        .map(|i| {
+            node(
+                &format!("gpu-{i}"),
+                json!({"rack": format!("rack-{}", i / 20)}),
+                json!({"nvidia.com/gpu": "8"}),
+            )
+        })
+        .collect();
+    let set = PolicySet::load(&repo().join("policies"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_cluster(ClusterHandle::fixed(&inventory(nodes)));
+    let selecting = |workers: u32, selector: Value| {
+        let mut input = gang_of(workers);
+        for r in ["Master", "Worker"] {
+            input.object["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"]["nodeSelector"] =
+                selector.clone();
+        }
+        capacity_messages(&set, &input)
+    };
+    assert!(selecting(20, json!({})).is_empty(), "21 pods on 40 nodes");
+    let rack = selecting(20, json!({"rack": "rack-0"}));
+    assert!(
+        rack.first().is_some_and(|m| m.contains("hold 20 of them")),
+        "{rack:?}"
+    );
+    let host = selecting(1, json!({"kubernetes.io/hostname": "gpu-3"}));
+    assert!(
+        host.first()
+            .is_some_and(|m| m.contains("1 schedulable nodes can take such a pod")),
+        "{host:?}"
+    );
+    assert!(
+        selecting(0, json!({"kubernetes.io/hostname": "gpu-3"})).is_empty(),
+        "1 pod on its node"
+    );
+}
