@@ -126,7 +126,8 @@ impl ControllerOptions {
             instance: Some(identity.clone()),
         };
         if !self.leader_elect {
-            runner::run(client, kinds, config, metrics, reporter, shutdown).await;
+            let run = runner::run(client, kinds, config, metrics, reporter, shutdown.clone());
+            drained(run, shutdown).await;
             return exit::OK;
         }
         let elector = Elector::new(
@@ -144,8 +145,16 @@ impl ControllerOptions {
             () = shutdown.clone() => return exit::OK,
         }
         metrics.set_leader(true);
+        let run = runner::run(
+            client,
+            kinds,
+            config,
+            metrics.clone(),
+            reporter,
+            shutdown.clone(),
+        );
         let code = tokio::select! {
-            () = runner::run(client, kinds, config, metrics.clone(), reporter, shutdown) => exit::OK,
+            () = drained(run, shutdown) => exit::OK,
             why = elector.keep() => {
                 // Reconciling on without the Lease could race the new leader: stop, and let
                 // the Deployment restart this replica as a follower.
@@ -154,7 +163,12 @@ impl ControllerOptions {
             }
         };
         metrics.set_leader(false);
-        elector.release().await;
+        if tokio::time::timeout(DRAIN, elector.release())
+            .await
+            .is_err()
+        {
+            warn!("could not release the leader Lease in time (API server unreachable?); the next leader waits out its duration");
+        }
         code
     }
 
@@ -187,6 +201,27 @@ impl ControllerOptions {
             ..Config::default()
         };
         Ok((kinds, config))
+    }
+}
+
+/// How long reconciles under way may take to finish after the shutdown signal. They end in
+/// well under a second when the API answers; when it does not, kube-runtime would wait for
+/// them (and their retries) indefinitely, and the pod would only go at SIGKILL.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// Runs `work` (which stops on `shutdown` itself); once `shutdown` has fired, gives it
+/// [`DRAIN`] to finish, then stops waiting for it.
+async fn drained(
+    work: impl std::future::Future<Output = ()>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let deadline = async {
+        shutdown.await;
+        tokio::time::sleep(DRAIN).await;
+    };
+    tokio::select! {
+        () = work => {}
+        () = deadline => warn!(drain_s = DRAIN.as_secs(), "reconciles still running after the shutdown signal (API server unreachable?); exiting without them"),
     }
 }
 
