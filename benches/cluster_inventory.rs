@@ -105,6 +105,18 @@ fn cluster_inventory(c: &mut Criterion) {
     g.bench_function("publish a 5000-node inventory", |b| {
         b.iter(|| handle.publish(black_box(&nodes)))
     });
+    // The first review of a selector shape after a publish builds that projection.
+    let cold = policies().with_cluster(handle.clone());
+    g.bench_function(
+        "first review after a publish (5000 nodes, 250 classes)",
+        |b| {
+            b.iter_batched(
+                || handle.publish(&nodes),
+                |()| review::review(black_box(&cold), black_box(&input)),
+                criterion::BatchSize::PerIteration,
+            )
+        },
+    );
     g.finish();
 }
 
