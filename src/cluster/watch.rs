@@ -87,6 +87,7 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
         })
         .collect();
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
+    let mut published = None;
     loop {
         tick.tick().await;
         let stale = {
@@ -97,16 +98,56 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
             stale_reason(&p)
         };
         let objects = |i: usize| slots.get(i).and_then(read_slot);
+        let node_list = nodes.state();
+        let queues: Vec<Option<Vec<Value>>> = (0..3).map(objects).collect();
+        // Most Node updates are status heartbeats, images or conditions: nothing the
+        // summary reads. Summarising costs tens of ms on a big cluster; hashing what it
+        // reads is cheap, so unchanged views are not rebuilt.
+        let fingerprint = fingerprint(&node_list, &queues, stale.as_deref());
+        if published == Some(fingerprint) {
+            continue;
+        }
+        published = Some(fingerprint);
+        let mut queues = queues.into_iter();
+        let mut next = || queues.next().flatten();
         let inventory = Inventory {
-            nodes: nodes.state().iter().map(|n| (**n).clone()).collect(),
-            volcano_queues: objects(0),
-            kueue_cluster_queues: objects(1),
-            kueue_local_queues: objects(2),
+            nodes: node_list.iter().map(|n| (**n).clone()).collect(),
+            volcano_queues: next(),
+            kueue_cluster_queues: next(),
+            kueue_local_queues: next(),
             source: "cluster".into(),
             stale,
         };
         handle.publish(&inventory);
     }
+}
+
+/// A hash of what [`Inventory::summary`] reads: each Node's name, labels, taints,
+/// schedulability and allocatable (capacity when absent), the queues' JSON, the staleness.
+fn fingerprint(nodes: &[Arc<Node>], queues: &[Option<Vec<Value>>], stale: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for node in nodes {
+        node.metadata.name.hash(&mut h);
+        node.metadata.labels.hash(&mut h);
+        let spec = node.spec.as_ref();
+        spec.and_then(|s| s.unschedulable).hash(&mut h);
+        for t in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+            (&t.key, &t.value, &t.effect).hash(&mut h);
+        }
+        let status = node.status.as_ref();
+        let resources = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+        for (name, q) in resources.into_iter().flatten() {
+            (name, &q.0).hash(&mut h);
+        }
+    }
+    for list in queues {
+        list.as_ref()
+            .map(|l| serde_json::to_string(l).unwrap_or_default())
+            .hash(&mut h);
+    }
+    stale.hash(&mut h);
+    h.finish()
 }
 
 /// The objects of a custom resource's cache; `None` while its CRD is not installed.
