@@ -9,6 +9,7 @@
 //! - [`certs`]: a CA and serving certificates (`gangplank certs`, ephemeral `serve`).
 //! - [`metrics`]: Prometheus metrics.
 
+pub mod body;
 pub mod certs;
 pub mod handler;
 pub mod metrics;

@@ -37,7 +37,6 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -47,6 +46,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
+use super::body::{self, BodyError};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
 use super::reload::{PolicyStatus, PolicyStore};
@@ -140,14 +140,11 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return too_large(limit);
-    }
-    let read = Limited::new(req.into_body(), limit).collect();
+    let read = body::read_limited(req.into_body(), limit, declared);
     let body = match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => return too_large(limit),
-        Ok(Err(e)) => {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(BodyError::TooLarge)) => return too_large(limit),
+        Ok(Err(BodyError::Unreadable(e))) => {
             debug!(error = %e, "request body unreadable");
             return text(
                 StatusCode::BAD_REQUEST,

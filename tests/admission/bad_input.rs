@@ -175,3 +175,58 @@ async fn a_policy_fault_at_request_time_refuses_the_request_with_the_reason() {
         .await;
     assert_eq!(fine["allowed"], true);
 }
+
+/// The apiserver speaks HTTP/2 to webhooks. An oversized body must get its 413 there too,
+/// not a stream reset while the client is still sending (what curl showed: no status, exit
+/// 92). curl is the client that saw it; without curl the test says so and checks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_gets_413_over_http2_as_over_http1() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no curl on PATH (the HTTP/2 client that showed the reset)");
+        return;
+    }
+    let server = TestServer::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, server.ca.pem()).expect("CA file");
+    let body = dir.path().join("body.json");
+    std::fs::write(&body, vec![b'a'; 4 * 1024 * 1024]).expect("4 MiB body");
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
+        let url = server.url("/validate");
+        let ca = ca.clone();
+        let body = format!("@{}", body.display());
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("curl")
+                .args(["-sS", flag, "--cacert"])
+                .arg(&ca)
+                .args(["-X", "POST", "-H", "content-type: application/json"])
+                .args([
+                    "--data-binary",
+                    &body,
+                    "-w",
+                    "\n%{http_code} %{http_version}",
+                    &url,
+                ])
+                .output()
+        })
+        .await
+        .expect("curl ran")
+        .expect("curl started");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{flag}: curl {}: {stderr}",
+            out.status
+        );
+        assert!(
+            stdout.ends_with(&format!("413 {version}")),
+            "{flag}: {stdout}"
+        );
+        assert!(stdout.contains("exceeds 3145728 bytes"), "{flag}: {stdout}");
+    }
+}
