@@ -49,13 +49,21 @@ async fn cluster() -> &'static ControlPlane {
                     .expect("Queue created");
             }
             let ns = control_plane.namespace("inventory-sync").await;
+            // Nodes and Queues come through separate watches: wait for both.
+            let mut probe = gang("probe", 8);
+            probe["spec"]["runPolicy"] = json!({"schedulingPolicy": {"queue": "small"}});
             support::wait_for(
                 "the inventory reaches the policies",
                 Duration::from_secs(30),
                 || async {
-                    let refused = jobs::create(&client, &ns, &gang("probe", 8), true).await;
+                    let refused = jobs::create(&client, &ns, &probe, true).await;
                     match refused {
-                        Err(kube::Error::Api(s)) if s.message.contains("hold 6 of them") => Ok(()),
+                        Err(kube::Error::Api(s))
+                            if s.message.contains("hold 6 of them")
+                                && s.message.contains("capability is 16") =>
+                        {
+                            Ok(())
+                        }
                         other => Err(format!("{other:?}")),
                     }
                 },

@@ -205,7 +205,19 @@ fn watch_custom(
                 tokio::time::sleep(CRD_RECHECK).await;
             }
             let writer = reflector::store::Writer::new(resource.clone());
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer.as_reader());
+            // Published only once the first list is in: an empty store would read as "no
+            // queues", and every job naming one would be refused until the list arrived.
+            let store = writer.as_reader();
+            let ready = {
+                let (slot, pending) = (slot.clone(), pending.clone());
+                async move {
+                    if store.wait_until_ready().await.is_ok() {
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(store);
+                        pending.lock().unwrap_or_else(|e| e.into_inner()).changed = true;
+                    }
+                }
+            };
+            tokio::spawn(ready);
             let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
                 .default_backoff();
             drive(stream, pending, what).await;
