@@ -17,7 +17,8 @@ use crate::controller::snapshot::{JobSnapshot, Replica};
 use crate::job::kinds::Role;
 
 const SSH_VOLUME: &str = "ssh-auth";
-const CONFIG_VOLUME: &str = "mpi-job-config";
+/// The `<job>-config` volume, in both MPI versions' pods.
+pub(super) const CONFIG_VOLUME: &str = "mpi-job-config";
 /// mpirun retries the SSH connection while a worker's sshd is still starting.
 const SSH_RETRY: &str = "-o ConnectionAttempts=10";
 
@@ -103,38 +104,57 @@ fn mount_ssh(job: &JobSnapshot, spec: &mut PodSpec) {
         }),
         ..Volume::default()
     };
-    add_volume(spec, volume, SSH_VOLUME, &path);
+    add_volume(spec, volume, &path);
 }
 
 /// hostfile (0444) and discover_hosts.sh (0555, it is executed) at `/etc/mpi`.
 fn mount_config(job: &JobSnapshot, spec: &mut PodSpec) {
-    let item = |key: &str, mode: i32| KeyToPath {
-        key: key.to_string(),
-        path: key.to_string(),
-        mode: Some(mode),
-    };
-    let volume = Volume {
+    let items = vec![
+        config_item(HOSTFILE, 0o444),
+        config_item(DISCOVER_HOSTS, 0o555),
+    ];
+    add_volume(spec, config_volume(job, items), CONFIG_MOUNT_PATH);
+}
+
+/// The `<job>-config` ConfigMap as a volume with `items`.
+pub(super) fn config_volume(job: &JobSnapshot, items: Vec<KeyToPath>) -> Volume {
+    Volume {
         name: CONFIG_VOLUME.to_string(),
         config_map: Some(ConfigMapVolumeSource {
             name: config_name(job),
-            items: Some(vec![item(HOSTFILE, 0o444), item(DISCOVER_HOSTS, 0o555)]),
+            items: Some(items),
             ..ConfigMapVolumeSource::default()
         }),
         ..Volume::default()
-    };
-    add_volume(spec, volume, CONFIG_VOLUME, CONFIG_MOUNT_PATH);
+    }
 }
 
-fn add_volume(spec: &mut PodSpec, volume: Volume, name: &str, path: &str) {
+/// A ConfigMap key mounted under its own name with file `mode`.
+pub(super) fn config_item(key: &str, mode: i32) -> KeyToPath {
+    KeyToPath {
+        key: key.to_string(),
+        path: key.to_string(),
+        mode: Some(mode),
+    }
+}
+
+pub(super) fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_string(),
+        mount_path: path.to_string(),
+        ..VolumeMount::default()
+    }
+}
+
+/// The volume, and its mount at `path` in the first container (the one the operators
+/// configure).
+pub(super) fn add_volume(spec: &mut PodSpec, volume: Volume, path: &str) {
+    let name = volume.name.clone();
     spec.volumes.get_or_insert_with(Vec::new).push(volume);
     if let Some(c) = spec.containers.first_mut() {
         c.volume_mounts
             .get_or_insert_with(Vec::new)
-            .push(VolumeMount {
-                name: name.to_string(),
-                mount_path: path.to_string(),
-                ..VolumeMount::default()
-            });
+            .push(mount(&name, path));
     }
 }
 

@@ -8,21 +8,18 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, KeyToPath, PodSpec,
-    ResourceRequirements, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, EnvVar, PodSpec, ResourceRequirements, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{is_gpu_launcher, KUBECTL_MOUNT_PATH, KUBEXEC};
 use crate::controller::config::Config;
 use crate::controller::env::var;
-use crate::controller::mpi::{
-    config_name, launcher_name, CONFIG_MOUNT_PATH, DISCOVER_HOSTS, HOSTFILE,
-};
+use crate::controller::mpi::pods::{add_volume, config_item, config_volume, mount, CONFIG_VOLUME};
+use crate::controller::mpi::{launcher_name, CONFIG_MOUNT_PATH, DISCOVER_HOSTS, HOSTFILE};
 use crate::controller::snapshot::{JobSnapshot, Replica};
 use crate::job::kinds::Role;
 
-const CONFIG_VOLUME: &str = "mpi-job-config";
 const KUBECTL_VOLUME: &str = "mpi-job-kubectl";
 const DELIVERY_CONTAINER: &str = "kubectl-delivery";
 
@@ -46,7 +43,7 @@ fn decorate_worker(job: &JobSnapshot, spec: &mut PodSpec) {
         }
     }
     // Open MPI checks that the rsh agent's path exists on every rank.
-    let items = vec![item(KUBEXEC, 0o555)];
+    let items = vec![config_item(KUBEXEC, 0o555)];
     add_volume(spec, config_volume(job, items), CONFIG_MOUNT_PATH);
 }
 
@@ -73,9 +70,9 @@ fn decorate_launcher(job: &JobSnapshot, config: &Config, spec: &mut PodSpec) {
     };
     add_volume(spec, kubectl, KUBECTL_MOUNT_PATH);
     let items = vec![
-        item(KUBEXEC, 0o555),
-        item(HOSTFILE, 0o444),
-        item(DISCOVER_HOSTS, 0o555),
+        config_item(KUBEXEC, 0o555),
+        config_item(HOSTFILE, 0o444),
+        config_item(DISCOVER_HOSTS, 0o555),
     ];
     add_volume(spec, config_volume(job, items), CONFIG_MOUNT_PATH);
 }
@@ -119,45 +116,6 @@ fn delivery_container(job: &JobSnapshot, config: &Config) -> Container {
             ..ResourceRequirements::default()
         }),
         ..Container::default()
-    }
-}
-
-fn config_volume(job: &JobSnapshot, items: Vec<KeyToPath>) -> Volume {
-    Volume {
-        name: CONFIG_VOLUME.to_string(),
-        config_map: Some(ConfigMapVolumeSource {
-            name: config_name(job),
-            items: Some(items),
-            ..ConfigMapVolumeSource::default()
-        }),
-        ..Volume::default()
-    }
-}
-
-fn item(key: &str, mode: i32) -> KeyToPath {
-    KeyToPath {
-        key: key.to_string(),
-        path: key.to_string(),
-        mode: Some(mode),
-    }
-}
-
-fn mount(name: &str, path: &str) -> VolumeMount {
-    VolumeMount {
-        name: name.to_string(),
-        mount_path: path.to_string(),
-        ..VolumeMount::default()
-    }
-}
-
-/// The volume, and its mount in the first container.
-fn add_volume(spec: &mut PodSpec, volume: Volume, path: &str) {
-    let name = volume.name.clone();
-    spec.volumes.get_or_insert_with(Vec::new).push(volume);
-    if let Some(c) = spec.containers.first_mut() {
-        c.volume_mounts
-            .get_or_insert_with(Vec::new)
-            .push(mount(&name, path));
     }
 }
 
