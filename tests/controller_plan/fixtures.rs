@@ -7,10 +7,12 @@
 
 use std::time::Duration;
 
-use gangplank::controller::{plan, Action, Config, JobSnapshot, Observed, Plan, Timestamp};
+use gangplank::controller::{
+    plan, Action, Config, JobSnapshot, Observed, Plan, SshSecret, Timestamp,
+};
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, EnvVar, Pod,
-    PodStatus,
+    ConfigMap, ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+    EnvVar, Pod, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
@@ -472,4 +474,35 @@ pub fn action_list(actions: &[Action]) -> Vec<String> {
 
 pub fn name(n: &Option<String>) -> String {
     n.clone().unwrap_or_default()
+}
+
+/// What the first plan of an MPIJob created, as applied: pods (Pending), Services, the
+/// ConfigMap and the version's own objects (v2beta1's Secret, v1's launcher RBAC).
+pub fn applied(job: &Job) -> Observed {
+    let mut observed = created(job);
+    for a in job.plan(&Observed::default(), 0).actions {
+        match a {
+            Action::CreateConfigMap(cm) => observed.config_map = Some(*cm),
+            Action::CreateSshSecret(_) => observed.ssh_secret = SshSecret::Intact,
+            Action::CreateServiceAccount(_) => observed.launcher_rbac.service_account = true,
+            Action::CreateRole(role) => observed.launcher_rbac.role = Some(*role),
+            Action::CreateRoleBinding(_) => observed.launcher_rbac.role_binding = true,
+            _ => {}
+        }
+    }
+    observed
+}
+
+/// The ConfigMap a plan creates, if it does.
+pub fn config_map(actions: &[Action]) -> Option<&ConfigMap> {
+    actions.iter().find_map(|a| match a {
+        Action::CreateConfigMap(cm) => Some(&**cm),
+        _ => None,
+    })
+}
+
+/// The data of the ConfigMap the first plan of `job` creates.
+pub fn config_data(job: &Job) -> Value {
+    let plan = job.plan(&Observed::default(), 0);
+    json!(config_map(&plan.actions).and_then(|c| c.data.clone()))
 }

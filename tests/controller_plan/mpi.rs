@@ -5,24 +5,10 @@
 //! launcher as a pod (see `controller::mpi`).
 
 use gangplank::controller::{Action, DeleteReason, Observed, SshSecret};
-use k8s_openapi::api::core::v1::{ConfigMap, PodCondition};
+use k8s_openapi::api::core::v1::PodCondition;
 use serde_json::{json, Value};
 
 use crate::fixtures::*;
-
-/// What the first plan created, as applied: pods (Pending), Services, the ConfigMap and
-/// the Secret.
-fn applied(job: &Job) -> Observed {
-    let mut observed = created(job);
-    for a in job.plan(&Observed::default(), 0).actions {
-        match a {
-            Action::CreateConfigMap(cm) => observed.config_map = Some(*cm),
-            Action::CreateSshSecret(_) => observed.ssh_secret = SshSecret::Intact,
-            _ => {}
-        }
-    }
-    observed
-}
 
 fn ready(mut observed: Observed, name: &str) -> Observed {
     let pod = observed.pod_mut(name);
@@ -34,18 +20,6 @@ fn ready(mut observed: Observed, name: &str) -> Observed {
         ..Default::default()
     }]);
     observed
-}
-
-fn config_map(actions: &[Action]) -> Option<&ConfigMap> {
-    actions.iter().find_map(|a| match a {
-        Action::CreateConfigMap(cm) => Some(&**cm),
-        _ => None,
-    })
-}
-
-fn config_data(job: &Job) -> Value {
-    let plan = job.plan(&Observed::default(), 0);
-    json!(config_map(&plan.actions).and_then(|c| c.data.clone()))
 }
 
 fn pod_json(plan: &gangplank::controller::Plan, pod: &str) -> Value {

@@ -6,37 +6,9 @@
 //! `newLauncherRole` shapes.
 
 use gangplank::controller::{Action, Config, LauncherRbac, Observed, Plan};
-use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{json, Value};
 
 use crate::fixtures::*;
-
-/// What the first plan created, as applied: pods (Pending), ConfigMap and launcher RBAC.
-fn applied(job: &Job) -> Observed {
-    let mut observed = created(job);
-    for a in job.plan(&Observed::default(), 0).actions {
-        match a {
-            Action::CreateConfigMap(cm) => observed.config_map = Some(*cm),
-            Action::CreateServiceAccount(_) => observed.launcher_rbac.service_account = true,
-            Action::CreateRole(role) => observed.launcher_rbac.role = Some(*role),
-            Action::CreateRoleBinding(_) => observed.launcher_rbac.role_binding = true,
-            _ => {}
-        }
-    }
-    observed
-}
-
-fn planned_config_map(plan: &Plan) -> Option<&ConfigMap> {
-    plan.actions.iter().find_map(|a| match a {
-        Action::CreateConfigMap(cm) => Some(&**cm),
-        _ => None,
-    })
-}
-
-fn config_data(job: &Job) -> Value {
-    let plan = job.plan(&Observed::default(), 0);
-    json!(planned_config_map(&plan).and_then(|c| c.data.clone()))
-}
 
 fn created_json(plan: &Plan, pick: impl Fn(&Action) -> Option<Value>) -> Option<Value> {
     plan.actions.iter().find_map(pick)
