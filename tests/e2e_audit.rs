@@ -11,8 +11,7 @@ mod support;
 
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 use support::{jobs, ControlPlane, Crds};
 
@@ -36,7 +35,7 @@ async fn cluster() -> &'static ControlPlane {
         .get_or_init(|| async {
             let client = control_plane.client().await;
             for name in ["audit-gpu-0", "audit-gpu-1"] {
-                create_node(&client, name).await;
+                jobs::create_gpu_node(&client, name, "audit").await;
             }
             let queues: Api<DynamicObject> =
                 Api::all_with(client.clone(), &gangplank::cluster::watch::queue_resource());
@@ -54,38 +53,11 @@ async fn cluster() -> &'static ControlPlane {
     control_plane
 }
 
-/// An 8-GPU node in pool `audit`; capacity goes through the status subresource, as a
-/// kubelet would write it.
-async fn create_node(client: &kube::Client, name: &str) {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "pool": "audit"}},
-    }))
-    .expect("Node");
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("Node created");
-    let resources = json!({"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": "8", "pods": "110"});
-    let status = json!({"status": {"capacity": resources, "allocatable": resources}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("Node status");
-}
-
 /// A PyTorchJob of 1 Master + `workers` Workers, 8 GPUs each, on the `audit` nodes, with
 /// nprocPerNode `nproc`.
 fn gpu_job(name: &str, workers: u32, nproc: &str) -> Value {
-    let mut job = jobs::pytorch_job(name, 1);
+    let mut job = jobs::gpu_gang(name, workers, "audit");
     job["spec"]["nprocPerNode"] = json!(nproc);
-    for r in ["Master", "Worker"] {
-        let spec = &mut job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
-        spec["containers"][0]["resources"] =
-            json!({"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}});
-        spec["nodeSelector"] = json!({"pool": "audit"});
-    }
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(workers);
     job
 }
 

@@ -8,8 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 use support::{jobs, ControlPlane, Crds, Webhooks};
 
@@ -34,7 +33,7 @@ async fn cluster() -> &'static ControlPlane {
             Webhooks::shared(control_plane);
             let client = control_plane.client().await;
             for i in 0..6 {
-                create_node(&client, &format!("gpu-{i}"), "main").await;
+                jobs::create_gpu_node(&client, &format!("gpu-{i}"), "main").await;
             }
             let queues: Api<DynamicObject> =
                 Api::all_with(client.clone(), &gangplank::cluster::watch::queue_resource());
@@ -74,43 +73,8 @@ async fn cluster() -> &'static ControlPlane {
     control_plane
 }
 
-/// An 8-GPU node labelled `pool`; its capacity is written through the status subresource,
-/// as a kubelet would.
-async fn create_node(client: &kube::Client, name: &str, pool: &str) {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "pool": pool,
-            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
-    }))
-    .expect("Node");
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("Node created");
-    let resources = json!({"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": "8", "pods": "110"});
-    let status = json!({"status": {"capacity": resources, "allocatable": resources}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("Node status");
-}
-
-/// A PyTorchJob of 1 Master + `workers` Workers, 8 GPUs each, on the nodes of `pool`.
-fn gang_in(name: &str, workers: u32, pool: &str) -> Value {
-    let mut job = jobs::pytorch_job(name, 1);
-    job["spec"]["nprocPerNode"] = json!("8");
-    for r in ["Master", "Worker"] {
-        let spec = &mut job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
-        spec["containers"][0]["resources"] =
-            json!({"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}});
-        spec["nodeSelector"] = json!({"pool": pool});
-    }
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(workers);
-    job
-}
-
 fn gang(name: &str, workers: u32) -> Value {
-    gang_in(name, workers, "main")
+    jobs::gpu_gang(name, workers, "main")
 }
 
 async fn a_gang_larger_than_the_gpu_nodes_is_refused_with_the_numbers() {
@@ -155,12 +119,12 @@ async fn a_node_added_later_reaches_the_policies_without_a_restart() {
     let client = control_plane.client().await;
     let ns = control_plane.namespace("grows").await;
     // Its own pool, so the other tests' node counts do not change under them.
-    let job = gang_in("llm", 1, "late");
+    let job = jobs::gpu_gang("llm", 1, "late");
     let (_, message) = jobs::refusal(jobs::create(&client, &ns, &job, true).await);
     assert!(message.contains("match no schedulable node"), "{message}");
     let added = Instant::now();
-    create_node(&client, "gpu-late-0", "late").await;
-    create_node(&client, "gpu-late-1", "late").await;
+    jobs::create_gpu_node(&client, "gpu-late-0", "late").await;
+    jobs::create_gpu_node(&client, "gpu-late-1", "late").await;
     support::wait_for(
         "the new nodes admit the gang",
         Duration::from_secs(30),

@@ -120,3 +120,41 @@ pub async fn wait_event(client: &kube::Client, ns: &str, reason: &str) -> String
     )
     .await
 }
+
+/// A PyTorchJob of 1 Master + `workers` Workers, 8 GPUs each (nprocPerNode 8), on the nodes
+/// labelled `pool` (see [`create_gpu_node`]).
+pub fn gpu_gang(name: &str, workers: u32, pool: &str) -> Value {
+    let mut job = pytorch_job(name, 1);
+    job["spec"]["nprocPerNode"] = json!("8");
+    for r in ["Master", "Worker"] {
+        let spec = &mut job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
+        spec["containers"][0]["resources"] =
+            json!({"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}});
+        spec["nodeSelector"] = json!({"pool": pool});
+    }
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(workers);
+    job
+}
+
+/// Creates an 8-GPU Node labelled `pool`, with its capacity written through the status
+/// subresource as a kubelet would (no kubelet runs in the test control plane).
+pub async fn create_gpu_node(client: &kube::Client, name: &str, pool: &str) {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, Patch, PatchParams};
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "pool": pool,
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+    }))
+    .expect("Node");
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("Node created");
+    let resources = json!({"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": "8", "pods": "110"});
+    let status = json!({"status": {"capacity": resources, "allocatable": resources}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("Node status");
+}
