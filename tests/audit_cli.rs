@@ -13,24 +13,14 @@ const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies");
 const IMAGE: &str = "registry.example.com/ml/pytorch:2.4.0@sha256:\
                      897f10e5f6f63d68a5e340c9ce4546f4720b48ee657e891e18c2b7515b5566c5";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+#[path = "support/run.rs"]
+mod run;
+use run::Run;
 
-impl Run {
-    fn output(&self) -> String {
-        format!(
-            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("-o json is not JSON ({e})\n{}", self.output()))
-    }
+/// The run's stdout as the JSON `-o json` promises.
+fn json_of(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("-o json is not JSON ({e})\n{}", run.output()))
 }
 
 /// `gangplank audit --policies <repo policies> ARGS`, with no GANGPLANK_* from the caller's
@@ -47,18 +37,7 @@ fn audit(args: &[&str], kubeconfig: Option<&Path>) -> Run {
     )
     .env_remove("KUBERNETES_SERVICE_HOST")
     .stdin(Stdio::null());
-    let out = cmd.output().expect("the gangplank binary should run");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(
-        out.status.code().is_some() && !run.stderr.contains("panicked"),
-        "gangplank crashed:\n{}",
-        run.output()
-    );
-    run
+    Run::finished(cmd.output().expect("the gangplank binary should run"))
 }
 
 /// A PyTorchJob as the apiserver stores it: 1 Master and `workers` Workers of `gpus` GPUs,
@@ -211,7 +190,7 @@ fn json_lists_every_job_with_its_verdict_and_violations() {
     let dir = snapshot();
     let run = audit(&[arg(dir.path()), "-o", "json"], None);
     assert_eq!(run.code, 1, "{}", run.output());
-    let doc = run.json();
+    let doc = json_of(&run);
     assert_eq!(doc["source"], arg(dir.path()));
     assert_eq!(doc["inventory"], Value::Null);
     assert_eq!(
@@ -446,7 +425,7 @@ fn a_broken_file_is_reported_and_exits_2_while_the_other_jobs_are_still_audited(
     );
     assert!(run.stdout.contains("two-masters"), "{}", run.output());
 
-    let doc = audit(&[arg(dir.path()), "-o", "json"], None).json();
+    let doc = json_of(&audit(&[arg(dir.path()), "-o", "json"], None));
     assert_eq!(doc["summary"]["unreadable"], 1);
     assert_eq!(doc["summary"]["jobs"], 4);
     let source = doc["unreadable"][0]["source"].as_str().unwrap_or_default();
@@ -473,7 +452,7 @@ fn only_clean_and_warned_jobs_exit_0() {
 #[test]
 fn namespace_flag_audits_one_namespace() {
     let dir = snapshot();
-    let doc = audit(&[arg(dir.path()), "-n", "nlp", "-o", "json"], None).json();
+    let doc = json_of(&audit(&[arg(dir.path()), "-n", "nlp", "-o", "json"], None));
     let names: Vec<&str> = doc["jobs"]
         .as_array()
         .into_iter()
@@ -526,7 +505,7 @@ fn cluster_snapshot_lets_the_capacity_policy_judge_gangs() {
         None,
     );
     assert_eq!(run.code, 1, "{}", run.output());
-    let doc = run.json();
+    let doc = json_of(&run);
     assert_eq!(doc["inventory"], arg(&nodes));
     let violation = &doc["jobs"][0]["violations"][0];
     assert_eq!(violation["policy"], "capacity", "{doc:#}");

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
+use support::run::Run;
 use support::{jobs, ControlPlane, Crds};
 
 e2e_suite!(
@@ -68,21 +69,6 @@ async fn store(client: &kube::Client, ns: &str, job: &Value) -> Value {
         .unwrap_or_else(|e| panic!("storing {}: {e}", job["metadata"]["name"]))
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn output(&self) -> String {
-        format!(
-            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
 /// `gangplank audit --policies <repo policies> ARGS` with KUBECONFIG set to the control
 /// plane's.
 async fn audit(kubeconfig: &Path, args: &[&str]) -> Run {
@@ -97,13 +83,7 @@ async fn audit(kubeconfig: &Path, args: &[&str]) -> Run {
         .output()
         .await
         .expect("gangplank audit runs");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(!run.stderr.contains("panicked"), "{}", run.output());
-    run
+    Run::finished(out)
 }
 
 async fn audit_reports_every_violation_of_the_stored_jobs_and_exits_1() {

@@ -10,22 +10,9 @@ use tempfile::TempDir;
 pub const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies");
 pub const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
 
-/// What one run of the binary produced.
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    /// Both streams, for assertion messages.
-    pub fn output(&self) -> String {
-        format!(
-            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
+#[path = "../support/run.rs"]
+mod run;
+pub use run::Run;
 
 /// Runs `gangplank check --policies <repo policies> ARGS...`, feeding `stdin` if given.
 /// Every run must end with an exit code (no signal) and without a panic.
@@ -47,17 +34,7 @@ pub fn check(args: &[&str], stdin: Option<&[u8]>) -> Run {
         pipe.write_all(bytes).expect("writing gangplank's stdin");
     }
     let out = child.wait_with_output().expect("gangplank should finish");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(
-        out.status.code().is_some() && !run.stderr.contains("panicked"),
-        "gangplank crashed:\n{}",
-        run.output()
-    );
-    run
+    Run::finished(out)
 }
 
 /// `check PATH` on a file written to a fresh temporary directory.

@@ -21,6 +21,7 @@ pub mod harness;
 pub mod jobs;
 pub mod process;
 pub mod registry;
+pub mod run;
 pub mod webhooks;
 
 pub use control_plane::{ControlPlane, Crds};
