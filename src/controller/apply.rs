@@ -8,8 +8,8 @@
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::rbac::v1::Role;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -90,9 +90,8 @@ async fn apply_one(
     };
     let (what, name, result) = match action {
         Action::CreatePod(pod) => {
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let result = pods.create(&create, pod).await.map(drop);
-            ("create pod", name, exists_ok(result))
+            let (name, result) = create_in(client, ns, &**pod).await;
+            ("create pod", name, result)
         }
         Action::DeletePod { name, .. } => {
             let result = pods
@@ -102,9 +101,8 @@ async fn apply_one(
             ("delete pod", name.clone(), gone_ok(result))
         }
         Action::CreateService(service) => {
-            let name = service.metadata.name.clone().unwrap_or_default();
-            let result = services.create(&create, service).await.map(drop);
-            ("create service", name, exists_ok(result))
+            let (name, result) = create_in(client, ns, &**service).await;
+            ("create service", name, result)
         }
         Action::DeleteService { name, .. } => {
             let result = services.delete(name, &DeleteParams::background()).await;
@@ -141,9 +139,8 @@ async fn apply_one(
             ("delete podgroup", name.clone(), gone_ok(result))
         }
         Action::CreateHpa(hpa) => {
-            let name = hpa.metadata.name.clone().unwrap_or_default();
-            let result = hpas.create(&create, hpa).await.map(drop);
-            ("create hpa", name, exists_ok(result))
+            let (name, result) = create_in(client, ns, &**hpa).await;
+            ("create hpa", name, result)
         }
         Action::UpdateHpa { name, spec } => {
             let patch = json!({ "spec": spec });
@@ -155,9 +152,8 @@ async fn apply_one(
             ("delete hpa", name.clone(), gone_ok(result.map(drop)))
         }
         Action::CreateConfigMap(config_map) => {
-            let name = config_map.metadata.name.clone().unwrap_or_default();
-            let result = config_maps.create(&create, config_map).await.map(drop);
-            ("create configmap", name, exists_ok(result))
+            let (name, result) = create_in(client, ns, &**config_map).await;
+            ("create configmap", name, result)
         }
         Action::UpdateConfigMap { name, data } => {
             let patch = json!({ "data": data });
@@ -187,16 +183,12 @@ async fn apply_one(
             ("repair ssh secret", name.clone(), result)
         }
         Action::CreateServiceAccount(account) => {
-            let name = account.metadata.name.clone().unwrap_or_default();
-            let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-            let result = api.create(&create, account).await.map(drop);
-            ("create serviceaccount", name, exists_ok(result))
+            let (name, result) = create_in(client, ns, &**account).await;
+            ("create serviceaccount", name, result)
         }
         Action::CreateRole(role) => {
-            let name = role.metadata.name.clone().unwrap_or_default();
-            let api: Api<Role> = Api::namespaced(client.clone(), ns);
-            let result = api.create(&create, role).await.map(drop);
-            ("create role", name, exists_ok(result))
+            let (name, result) = create_in(client, ns, &**role).await;
+            ("create role", name, result)
         }
         Action::UpdateRole { name, rules } => {
             let api: Api<Role> = Api::namespaced(client.clone(), ns);
@@ -205,10 +197,8 @@ async fn apply_one(
             ("update role", name.clone(), result.map(drop))
         }
         Action::CreateRoleBinding(binding) => {
-            let name = binding.metadata.name.clone().unwrap_or_default();
-            let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
-            let result = api.create(&create, binding).await.map(drop);
-            ("create rolebinding", name, exists_ok(result))
+            let (name, result) = create_in(client, ns, &**binding).await;
+            ("create rolebinding", name, result)
         }
         Action::DeleteJob => {
             // Background: the job goes now, its pods and Services after it by owner reference.
@@ -260,6 +250,29 @@ fn with_new_key(secret: &Secret) -> Result<Secret, rcgen::Error> {
         data: Some(data),
         ..secret.clone()
     })
+}
+
+/// Creates `object` in `ns`: its name, and the result with 409 AlreadyExists counted as
+/// done (the watch cache was behind).
+async fn create_in<K>(
+    client: &kube::Client,
+    ns: &str,
+    object: &K,
+) -> (String, Result<(), kube::Error>)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let name = object.meta().name.clone().unwrap_or_default();
+    (name, exists_ok(api.create(&params, object).await.map(drop)))
 }
 
 fn exists_ok(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
