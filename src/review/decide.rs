@@ -131,9 +131,12 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     let input = super::pinned::keep_stored_digests(input);
     let mut provenance = Provenance::read(&input.object);
     let mut mutated = input.object.clone();
-    provenance.release(&mut mutated);
-    let released = mutated.clone();
-    let released_input = input.rego_input_for(&released);
+    // What the policies saw, when it is not the submitted object.
+    let released = (!provenance.is_empty()).then(|| {
+        provenance.release(&mut mutated);
+        mutated.clone()
+    });
+    let released_input = input.rego_input_for(&mutated);
     let intents = set.mutation_intents(&released_input, &input.namespace)?;
     let mut applied = Vec::new();
     let mut failed = Vec::new();
@@ -162,7 +165,12 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     provenance.write(&mut mutated);
     failed.append(&mut provenance.notes);
     let patch = super::diff::diff(&input.object, &mutated);
-    let rego_input = input.rego_input_after(released_input, &released, &mutated);
+    let rego_input = match &released {
+        None => input.rego_input_after(released_input, &patch, &mutated),
+        Some(seen) => {
+            input.rego_input_after(released_input, &super::diff::diff(seen, &mutated), &mutated)
+        }
+    };
     Ok(Mutation {
         mutated,
         applied,

@@ -197,19 +197,20 @@ impl Input {
         RegoValue::from(doc)
     }
 
-    /// [`Self::rego_input_for`] `after`, given the document `before_input` built for
-    /// `before`: the object's value is patched where the two differ, the JobView rebuilt.
+    /// [`Self::rego_input_for`] `after`, given the document `before_input` built for an
+    /// object that `patch` turns into `after`: the object's value is patched, the JobView
+    /// rebuilt.
     pub fn rego_input_after(
         &self,
         before_input: RegoValue,
-        before: &Value,
+        patch: &json_patch::Patch,
         after: &Value,
     ) -> RegoValue {
         let patched = (|| {
             let mut doc = before_input;
             let map = doc.as_object_mut().ok()?;
             let object = map.remove(&RegoValue::String("object".into()))?;
-            let object = super::diff::patch_rego(object, &super::diff::diff(before, after))?;
+            let object = super::diff::patch_rego(object, patch)?;
             map.insert(RegoValue::String("object".into()), object);
             if let Some(k) = self.kind() {
                 map.insert(
