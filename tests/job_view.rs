@@ -316,3 +316,85 @@ fn non_string_container_names_and_images_are_problems() {
         ]
     );
 }
+
+/// Containers named c0, c1, … with `env` entries each.
+fn containers(n: usize, env: usize) -> Value {
+    let env: Vec<Value> = (0..env)
+        .map(|i| json!({"name": format!("E{i}"), "value": "1"}))
+        .collect();
+    Value::Array(
+        (0..n)
+            .map(|i| json!({"name": format!("c{i}"), "image": "img", "env": env}))
+            .collect(),
+    )
+}
+
+#[test]
+fn replica_types_past_the_limit_are_a_problem_and_are_not_read() {
+    use gangplank::job::view::MAX_REPLICA_TYPES;
+    let specs: serde_json::Map<String, Value> = (0..MAX_REPLICA_TYPES + 4)
+        .map(|i| (format!("Type{i:03}"), replica(json!(1), containers(1, 0))))
+        .collect();
+    let v = view("kubeflow.org/v1", "TFJob", json!({"tfReplicaSpecs": specs}));
+    assert_eq!(v.replicas.len(), MAX_REPLICA_TYPES);
+    let p = v
+        .problems
+        .iter()
+        .find(|p| p.path == "/spec/tfReplicaSpecs")
+        .expect("a problem at the replica map");
+    assert!(
+        p.msg
+            .contains(&format!("has {} replica types", MAX_REPLICA_TYPES + 4))
+            && p.msg.contains(&format!("at most {MAX_REPLICA_TYPES}")),
+        "{}",
+        p.msg
+    );
+}
+
+#[test]
+fn containers_and_env_entries_past_their_limits_are_problems_and_are_not_read() {
+    use gangplank::job::view::{MAX_CONTAINERS, MAX_ENV};
+    let v = view(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        json!({"pytorchReplicaSpecs": {
+            "Master": replica(json!(1), containers(MAX_CONTAINERS + 1, 0)),
+            "Worker": replica(json!(1), containers(1, MAX_ENV + 1)),
+        }}),
+    );
+    let master = &v.replicas[0];
+    assert_eq!(master.containers.len(), MAX_CONTAINERS);
+    let worker = &v.replicas[1];
+    assert_eq!(worker.containers[0].env_names.len(), MAX_ENV);
+    let messages: Vec<(&str, &str)> = v
+        .problems
+        .iter()
+        .map(|p| (p.path.as_str(), p.msg.as_str()))
+        .collect();
+    assert!(
+        messages.iter().any(|(path, msg)| *path
+            == "/spec/pytorchReplicaSpecs/Master/template/spec/containers"
+            && msg.contains(&format!("has {} containers", MAX_CONTAINERS + 1))),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|(path, msg)| *path
+            == "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env"
+            && msg.contains(&format!("has {} env entries", MAX_ENV + 1))),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn a_job_at_every_limit_has_no_problem() {
+    use gangplank::job::view::{MAX_CONTAINERS, MAX_ENV};
+    let v = view(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        json!({"pytorchReplicaSpecs": {
+            "Master": replica(json!(1), containers(MAX_CONTAINERS, 0)),
+            "Worker": replica(json!(1), containers(1, MAX_ENV)),
+        }}),
+    );
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}

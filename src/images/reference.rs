@@ -12,7 +12,8 @@ use std::fmt;
 pub const DOCKER_HUB: &str = "docker.io";
 /// Where Docker Hub's registry API answers (`docker.io` itself serves a web site).
 pub const DOCKER_HUB_API: &str = "registry-1.docker.io";
-/// Longest repository name (registry included), as distribution limits it.
+/// Longest repository name, registry included, as distribution limits it: the limit applies
+/// to the normalised name (`docker.io/library/ubuntu`), not to the name as written.
 const MAX_NAME: usize = 255;
 const MAX_TAG: usize = 128;
 
@@ -34,7 +35,7 @@ pub struct Reference {
 pub enum ReferenceError {
     #[error("the reference is empty")]
     Empty,
-    #[error("the name is {len} characters long; at most {MAX_NAME} are allowed")]
+    #[error("the name is {len} characters long with its registry; at most {MAX_NAME} are allowed")]
     NameTooLong { len: usize },
     #[error("path component {component:?} is not lowercase letters, digits and separators (. _ __ -) between them")]
     BadComponent { component: String },
@@ -71,6 +72,13 @@ impl Reference {
             return Err(ReferenceError::NameTooLong { len: name.len() });
         }
         let (registry, repository) = split_registry(name)?;
+        // Distribution checks the normalised name: a name under the limit as written can
+        // pass it once `docker.io/` (and `library/`) are added. Found by fuzzing
+        // (fuzz/fuzz_targets/oci_reference.rs): the full form did not parse back.
+        let full = registry.len() + 1 + repository.len();
+        if full > MAX_NAME {
+            return Err(ReferenceError::NameTooLong { len: full });
+        }
         for component in repository.split('/') {
             if !valid_component(component) {
                 return Err(ReferenceError::BadComponent {
@@ -256,6 +264,19 @@ pub fn is_sha256_digest(digest: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_name_limit_applies_to_the_name_with_its_registry() {
+        // 250 characters as written, 260 as docker.io/<name>.
+        let name = format!("team/{}", "a".repeat(245));
+        assert_eq!(
+            Reference::parse(&name),
+            Err(ReferenceError::NameTooLong { len: 260 })
+        );
+        let fits = format!("team/{}", "a".repeat(255 - "docker.io/team/".len()));
+        let r = Reference::parse(&fits).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(Reference::parse(&r.to_string()), Ok(r));
+    }
 
     fn parsed(image: &str) -> (String, String, Option<String>, Option<String>) {
         let r = Reference::parse(image).unwrap_or_else(|e| panic!("{image}: {e}"));

@@ -23,6 +23,18 @@ const GENERATED_SUFFIX: &str = "xxxxx";
 /// The apiserver keeps at most 63 - 5 characters of a `generateName` prefix.
 const MAX_GENERATE_NAME_PREFIX: usize = 58;
 
+/// Replica types read per job. A kind allows at most 5 (TFJob: Chief, Master, PS, Worker,
+/// Evaluator); 16 leaves room for misspelt keys, which are reported, while bounding the per-job work of every policy that walks `input.job.replicas`.
+pub const MAX_REPLICA_TYPES: usize = 16;
+/// Containers read per list (`containers`, `initContainers`) of one pod template: a
+/// training pod has one to a few (the trainer and its sidecars); 64 is far past any real
+/// one.
+pub const MAX_CONTAINERS: usize = 64;
+/// Env entries read per container. Real trainers set tens (rendezvous, NCCL); 1,024 bounds
+/// what policies compare (16 × 64 × 1,024 names at most per job) without refusing any job
+/// seen in practice.
+pub const MAX_ENV: usize = 1024;
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
@@ -246,8 +258,18 @@ fn replicas_of(
             return Vec::new();
         }
     };
-    let mut out: Vec<ReplicaView> = Vec::with_capacity(map.len());
-    for (key, value) in map {
+    if map.len() > MAX_REPLICA_TYPES {
+        problems.push(problem(
+            base,
+            format!(
+                "has {} replica types; gangplank reads at most {MAX_REPLICA_TYPES} (this kind allows {}): remove the extra keys",
+                map.len(),
+                spec.replica_types.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    let mut out: Vec<ReplicaView> = Vec::with_capacity(map.len().min(MAX_REPLICA_TYPES));
+    for (key, value) in map.iter().take(MAX_REPLICA_TYPES) {
         let path = pointer::join(base, [key.as_str()]);
         let replica_type = spec.replica_type(key);
         let canonical = replica_type.map_or(key.as_str(), |t| t.name);
@@ -426,8 +448,18 @@ fn containers_at(
             return Vec::new();
         }
     };
+    if items.len() > MAX_CONTAINERS {
+        problems.push(problem(
+            &base,
+            format!(
+                "has {} containers; gangplank reads at most {MAX_CONTAINERS} per pod template: move helpers into fewer containers or another replica type",
+                items.len()
+            ),
+        ));
+    }
     items
         .iter()
+        .take(MAX_CONTAINERS)
         .enumerate()
         .filter_map(|(index, c)| {
             let path = format!("{base}/{index}");
@@ -482,17 +514,29 @@ fn container(
         gpus,
         mig_slices,
         gpu_resources,
-        env_names: c
-            .get("env")
-            .and_then(Value::as_array)
-            .map(|env| {
-                env.iter()
-                    .filter_map(|e| e.get("name")?.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        env_names: env_names(c.get("env"), &path, problems),
         path,
     }
+}
+
+/// Names of the first [`MAX_ENV`] env entries; more is a problem at `<container>/env`.
+fn env_names(env: Option<&Value>, container: &str, problems: &mut Vec<Problem>) -> Vec<String> {
+    let Some(env) = env.and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    if env.len() > MAX_ENV {
+        problems.push(problem(
+            &pointer::join(container, ["env"]),
+            format!(
+                "has {} env entries; gangplank reads at most {MAX_ENV} per container: put bulk settings in a ConfigMap and use envFrom",
+                env.len()
+            ),
+        ));
+    }
+    env.iter()
+        .take(MAX_ENV)
+        .filter_map(|e| e.get("name")?.as_str().map(str::to_string))
+        .collect()
 }
 
 /// The sum of `values`, or, when it does not fit in an i64, i64::MAX and a problem at

@@ -17,6 +17,11 @@ use crate::job::view::type_name;
 /// larger object; `check` applies the same limit per document.
 pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 3 * 1024 * 1024;
 
+/// Documents read from one file (YAML documents or items of a top-level JSON array). The
+/// largest real manifest bundles hold hundreds; past this the file is refused whole, before
+/// any document is parsed, so that a file of millions of tiny documents cannot exhaust memory.
+pub const MAX_DOCUMENTS_PER_FILE: usize = 10_000;
+
 #[derive(Debug, Clone)]
 pub struct ReadOptions {
     pub max_document_bytes: usize,
@@ -114,6 +119,9 @@ pub fn parse_text(name: &str, text: &str, opts: &ReadOptions, out: &mut Vec<Outc
             return out.push(Err(too_large(&source, text.len(), opts)));
         }
         match serde_json::from_str::<Value>(text) {
+            Ok(Value::Array(items)) if items.len() > MAX_DOCUMENTS_PER_FILE => {
+                out.push(Err(too_many(name, items.len())));
+            }
             Ok(Value::Array(items)) => {
                 for (i, item) in items.into_iter().enumerate() {
                     push_value(&format!("{name}#{}", i + 1), item, opts, out);
@@ -132,7 +140,11 @@ pub fn parse_text(name: &str, text: &str, opts: &ReadOptions, out: &mut Vec<Outc
         }
         return;
     }
-    for (n, (first_line, doc)) in split_yaml(text).into_iter().enumerate() {
+    let docs = split_yaml(text);
+    if docs.len() > MAX_DOCUMENTS_PER_FILE {
+        return out.push(Err(too_many(name, docs.len())));
+    }
+    for (n, (first_line, doc)) in docs.into_iter().enumerate() {
         let source = format!("{name}#{}", n + 1);
         if doc.len() > opts.max_document_bytes {
             out.push(Err(too_large(&source, doc.len(), opts)));
@@ -270,6 +282,13 @@ fn too_large(source: &str, len: usize, opts: &ReadOptions) -> DocumentError {
             "document is {len} bytes, over the {} byte limit (the apiserver refuses request bodies over 3 MiB)",
             opts.max_document_bytes
         ),
+    )
+}
+
+fn too_many(name: &str, count: usize) -> DocumentError {
+    err(
+        name,
+        format!("file has {count} documents; at most {MAX_DOCUMENTS_PER_FILE} are read from one file: split it"),
     )
 }
 

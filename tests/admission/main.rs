@@ -6,6 +6,7 @@ mod bad_input;
 mod cli;
 mod differential;
 mod in_process;
+mod limits;
 mod load;
 mod probes;
 mod reload;

@@ -12,6 +12,7 @@
 
 mod examples;
 mod formats;
+mod limits;
 mod malformed_jobs;
 mod support;
 mod unreadable;

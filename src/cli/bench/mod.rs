@@ -7,11 +7,19 @@
 //! `/mutate`, and the object as mutated to `/validate` (so some are denied), as the
 //! apiserver's two calls per `kubectl apply`. Every answer is checked against the offline
 //! decision; a wrong or failed answer counts as an error.
+//!
+//! For soaks and fault runs: `--rate` paces the workers to a total rate (latency is then
+//! counted from when each request was due, so a stalled server shows in the figures instead
+//! of slowing the client down), `--report-every` prints figures per interval (the server's
+//! RSS included) while a level runs, and `--idle-connections` holds that many idle TLS
+//! connections open throughout ([`idle`]).
+
+mod idle;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -63,6 +71,17 @@ pub struct BenchArgs {
     /// Process id of the running server, for its RSS and CPU time.
     #[arg(long, env = "GANGPLANK_BENCH_SERVER_PID")]
     pub server_pid: Option<u32>,
+    /// Total reviews per second over all workers (0: each worker sends back to back).
+    #[arg(long, default_value_t = 0, env = "GANGPLANK_BENCH_RATE")]
+    pub rate: u32,
+    /// Print figures (reviews/s, p50, p99, max, errors, server RSS) every this long while a
+    /// level runs, for soaks (e.g. 1m).
+    #[arg(long, value_parser = parse_duration, env = "GANGPLANK_BENCH_REPORT_EVERY")]
+    pub report_every: Option<Duration>,
+    /// Idle TLS connections to open before the load and hold throughout (a slowloris
+    /// client): handshaken, ALPN h2 and http/1.1 alternately, sending nothing.
+    #[arg(long, default_value_t = 0, env = "GANGPLANK_BENCH_IDLE_CONNECTIONS")]
+    pub idle_connections: usize,
     /// Extra arguments for the spawned `gangplank serve`.
     #[arg(long, allow_hyphen_values = true, env = "GANGPLANK_BENCH_SERVE_ARGS")]
     pub serve_args: Vec<String>,
@@ -75,10 +94,25 @@ struct Case {
     allowed: bool,
 }
 
+#[derive(Clone)]
 struct Target {
     addr: SocketAddr,
+    /// HTTP/1.1 by ALPN: what the load speaks.
     connector: TlsConnector,
+    /// HTTP/2 by ALPN: for idle connections ([`idle`]).
+    h2_connector: TlsConnector,
     pid: Option<u32>,
+}
+
+/// How one level runs.
+#[derive(Clone, Copy)]
+struct Plan {
+    concurrency: usize,
+    duration: Duration,
+    /// Total reviews per second; `None`: back to back.
+    rate: Option<u32>,
+    /// Print a line per interval while running.
+    report_every: Option<Duration>,
 }
 
 /// Latencies and errors of one level.
@@ -121,15 +155,20 @@ impl BenchArgs {
             addr,
             ca,
             server_pid,
+            rate,
+            report_every,
+            idle_connections,
             serve_args,
         } = self;
+        let rate = (rate > 0).then_some(rate);
         let cases = Arc::new(prepare(&examples, &policies).await?);
         let (target, _child) = match (addr, ca) {
             (Some(addr), Some(ca)) => {
                 let pem = std::fs::read(&ca).map_err(|e| format!("{}: {e}", ca.display()))?;
                 let target = Target {
                     addr,
-                    connector: connector(&pem)?,
+                    connector: connector(&pem, b"http/1.1")?,
+                    h2_connector: connector(&pem, b"h2")?,
                     pid: server_pid,
                 };
                 (target, None)
@@ -140,6 +179,24 @@ impl BenchArgs {
             }
         };
         wait_ready(&target).await?;
+        let idle = match idle_connections {
+            0 => None,
+            n => {
+                let idle = idle::hold(&target, n).await;
+                println!(
+                    "# {} idle TLS connections held open ({} could not be opened{})",
+                    idle.opened,
+                    idle.failed,
+                    idle.first_error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!(": {e}"))
+                );
+                Some(idle)
+            }
+        };
+        if let Some(rate) = rate {
+            println!("# paced to {rate} reviews/s in total; latency counted from when each review was due");
+        }
         let mutate = cases.iter().filter(|c| c.path == "/mutate").count();
         let denied = cases.iter().filter(|c| !c.allowed).count();
         println!(
@@ -155,10 +212,24 @@ impl BenchArgs {
         println!("concurrency  reviews/s   p50 ms   p99 ms   max ms  errors  server RSS MiB (peak)  server CPU s/1k reviews");
         let mut failed = false;
         for &c in &concurrency {
-            let _ = load(&target, &cases, c.max(1), warmup).await;
+            let plan = Plan {
+                concurrency: c.max(1),
+                duration: warmup,
+                rate,
+                report_every: None,
+            };
+            let _ = load(&target, &cases, plan).await;
             let cpu_before = target.pid.and_then(cpu_seconds);
             let started = Instant::now();
-            let mut tally = load(&target, &cases, c.max(1), duration).await;
+            let plan = Plan {
+                duration,
+                report_every,
+                ..plan
+            };
+            if report_every.is_some() {
+                println!("#   interval  reviews/s   p50 ms   p99 ms   max ms  errors  server RSS MiB (peak)");
+            }
+            let mut tally = load(&target, &cases, plan).await;
             let elapsed = started.elapsed().as_secs_f64();
             let cpu = match (cpu_before, target.pid.and_then(cpu_seconds)) {
                 (Some(a), Some(b)) => format!(
@@ -172,21 +243,13 @@ impl BenchArgs {
                 .and_then(memory)
                 .map_or("-".into(), |(rss, peak)| format!("{rss:.1} ({peak:.1})"));
             tally.micros.sort_unstable();
-            let pct = |p: f64| {
-                let n = tally.micros.len();
-                if n == 0 {
-                    return 0.0;
-                }
-                let i = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
-                f64::from(tally.micros.get(i).copied().unwrap_or(0)) / 1000.0
-            };
             println!(
                 "{:>11}  {:>9.0}  {:>7.3}  {:>7.3}  {:>7.3}  {:>6}  {:>21}  {:>23}",
                 c,
                 tally.micros.len() as f64 / elapsed,
-                pct(0.50),
-                pct(0.99),
-                pct(1.0),
+                tally.percentile(0.50),
+                tally.percentile(0.99),
+                tally.percentile(1.0),
                 tally.errors,
                 rss,
                 cpu,
@@ -196,7 +259,71 @@ impl BenchArgs {
                 failed = true;
             }
         }
+        if let Some(idle) = &idle {
+            println!(
+                "# idle connections: {} held, {} closed by the server",
+                idle.opened,
+                idle.closed_by_server()
+            );
+        }
         Ok(if failed { exit::FAILED } else { exit::OK })
+    }
+}
+
+impl Tally {
+    /// The `p` quantile in ms of sorted latencies (0 when there are none).
+    fn percentile(&self, p: f64) -> f64 {
+        let n = self.micros.len();
+        if n == 0 {
+            return 0.0;
+        }
+        let i = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
+        f64::from(self.micros.get(i).copied().unwrap_or(0)) / 1000.0
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.micros.extend(other.micros);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+}
+
+/// The current interval's answers, shared by the workers and the reporter.
+type Interval = Arc<Mutex<Tally>>;
+
+/// Prints one line per `every` from the interval tally (then emptied), with the server's
+/// RSS, until the level ends.
+async fn report(target_pid: Option<u32>, every: Duration, until: Instant, interval: Interval) {
+    let started = Instant::now();
+    let mut n = 0u32;
+    while Instant::now() < until {
+        n += 1;
+        tokio::time::sleep_until((started + every * n).min(until).into()).await;
+        let mut t = match interval.lock() {
+            Ok(mut guard) => std::mem::take(&mut *guard),
+            Err(_) => return,
+        };
+        let secs = (every * n).min(until - started).as_secs_f64();
+        let span = (secs - (every * (n - 1)).as_secs_f64()).max(f64::EPSILON);
+        t.micros.sort_unstable();
+        let rss = target_pid
+            .and_then(memory)
+            .map_or("-".into(), |(rss, peak)| format!("{rss:.1} ({peak:.1})"));
+        println!(
+            "# {:>9.0}s  {:>9.0}  {:>7.3}  {:>7.3}  {:>7.3}  {:>6}  {:>21}",
+            secs,
+            t.micros.len() as f64 / span,
+            t.percentile(0.50),
+            t.percentile(0.99),
+            t.percentile(1.0),
+            t.errors,
+            rss,
+        );
+        if let Some(e) = t.first_error {
+            println!("#   first error in this interval: {e}");
+        }
     }
 }
 
@@ -254,7 +381,7 @@ fn review_body(uid: &str, object: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(&review).unwrap_or_default())
 }
 
-fn connector(ca_pem: &[u8]) -> Result<TlsConnector, String> {
+fn connector(ca_pem: &[u8], alpn: &[u8]) -> Result<TlsConnector, String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
         let cert = cert.map_err(|e| format!("CA: {e}"))?;
@@ -265,7 +392,7 @@ fn connector(ca_pem: &[u8]) -> Result<TlsConnector, String> {
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(TlsConnector::from(Arc::new(config)))
 }
 
@@ -300,7 +427,8 @@ fn spawn_server(policies: &Path, extra: &[String]) -> Result<(Target, ServerChil
     eprintln!("# spawned gangplank serve (pid {pid}) on {addr}");
     let target = Target {
         addr,
-        connector: connector(bundle.ca_pem.as_bytes())?,
+        connector: connector(bundle.ca_pem.as_bytes(), b"http/1.1")?,
+        h2_connector: connector(bundle.ca_pem.as_bytes(), b"h2")?,
         pid: Some(pid),
     };
     Ok((target, ServerChild { child, dir }))
@@ -364,63 +492,116 @@ async fn wait_ready(target: &Target) -> Result<(), String> {
     }
 }
 
-/// `concurrency` connections sending reviews back to back for `duration`.
-async fn load(
-    target: &Target,
-    cases: &Arc<Vec<Case>>,
-    concurrency: usize,
-    duration: Duration,
-) -> Tally {
-    let until = Instant::now() + duration;
+/// `plan.concurrency` connections sending reviews for `plan.duration`, back to back or
+/// paced to `plan.rate`.
+async fn load(target: &Target, cases: &Arc<Vec<Case>>, plan: Plan) -> Tally {
+    let Plan {
+        concurrency,
+        duration,
+        rate,
+        report_every,
+    } = plan;
+    let started = Instant::now();
+    let until = started + duration;
+    // Each worker sends every `period`; workers are offset evenly within it.
+    let period = rate.map(|r| Duration::from_secs_f64(concurrency as f64 / f64::from(r.max(1))));
+    let interval: Option<Interval> = report_every.map(|_| Interval::default());
+    let reporter = match (report_every, &interval) {
+        (Some(every), Some(shared)) => Some(tokio::spawn(report(
+            target.pid,
+            every,
+            until,
+            shared.clone(),
+        ))),
+        _ => None,
+    };
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..concurrency {
         let cases = cases.clone();
         let host = target.addr.to_string();
         let sender = connect(target).await;
+        let interval = interval.clone();
+        let target = target.clone();
         tasks.spawn(async move {
             let mut tally = Tally::default();
+            let record = |tally: &mut Tally, outcome: Result<u32, String>| {
+                let mut shared = interval.as_ref().and_then(|i| i.lock().ok());
+                match outcome {
+                    Ok(micros) => {
+                        tally.micros.push(micros);
+                        if let Some(s) = shared.as_mut() {
+                            s.micros.push(micros);
+                        }
+                    }
+                    Err(e) => {
+                        tally.errors += 1;
+                        if let Some(s) = shared.as_mut() {
+                            s.errors += 1;
+                            s.first_error.get_or_insert_with(|| e.clone());
+                        }
+                        tally.first_error.get_or_insert(e);
+                    }
+                }
+            };
             let mut sender = match sender {
                 Ok(s) => s,
                 Err(e) => {
-                    tally.errors += 1;
-                    tally.first_error = Some(e);
+                    record(&mut tally, Err(e));
                     return tally;
                 }
             };
+
+            let offset = period.map(|p| p.mul_f64(worker as f64 / concurrency as f64));
             let mut i = worker;
-            while Instant::now() < until {
+            let mut k: u32 = 0;
+            loop {
+                let due = match (period, offset) {
+                    (Some(p), Some(o)) => {
+                        let due = started + o + p * k;
+                        k = k.saturating_add(1);
+                        tokio::time::sleep_until(due.into()).await;
+                        due
+                    }
+                    _ => Instant::now(),
+                };
+                if due >= until {
+                    break;
+                }
                 let Some(case) = cases.get(i % cases.len()) else {
                     break;
                 };
                 i += 1;
-                let started = Instant::now();
-                match send(&mut sender, &host, case).await {
-                    Ok(()) => tally
-                        .micros
-                        .push(u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX)),
-                    Err(e) => {
-                        tally.errors += 1;
-                        tally.first_error.get_or_insert(e);
-                        if sender.is_closed() {
-                            break;
+                // The server closed the connection (it may, e.g. draining on shutdown):
+                // reconnect as the apiserver would; failing to is an error of this review.
+                if sender.is_closed() {
+                    match connect(&target).await {
+                        Ok(s) => sender = s,
+                        Err(e) => {
+                            record(&mut tally, Err(e));
+                            if period.is_none() {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            continue;
                         }
                     }
                 }
+                let outcome = send(&mut sender, &host, case)
+                    .await
+                    .map(|()| u32::try_from(due.elapsed().as_micros()).unwrap_or(u32::MAX));
+                record(&mut tally, outcome);
             }
             tally
         });
     }
     let mut total = Tally::default();
     while let Some(done) = tasks.join_next().await {
-        let Ok(t) = done else {
-            total.errors += 1;
-            continue;
-        };
-        total.micros.extend(t.micros);
-        total.errors += t.errors;
-        if total.first_error.is_none() {
-            total.first_error = t.first_error;
+        match done {
+            Ok(t) => total.merge(t),
+            Err(_) => total.errors += 1,
         }
+    }
+    if let Some(reporter) = reporter {
+        let _ = reporter.await;
     }
     total
 }

@@ -1,0 +1,26 @@
+# syntax=docker/dockerfile:1
+# One image for both halves: `serve` (deploy/deployment.yaml) and `controller`
+# (deploy/controller/deployment.yaml) are subcommands of the same binary.
+#
+#   docker build -t gangplank:0.1.0 .
+#
+# Build stage: the Rust toolchain the crate is tested with (Cargo.toml rust-version, .ci/run),
+# on Debian 12, the same glibc as the runtime stage.
+FROM docker.io/library/rust:1.95-bookworm AS build
+WORKDIR /src
+# Cargo.toml declares tests and benches by path, so the whole context goes in (.dockerignore
+# keeps target/ and .git/ out). --locked: exactly the dependency versions `cargo deny` checked.
+COPY . .
+RUN cargo build --release --locked --bin gangplank \
+    && install -D -m 0755 target/release/gangplank /out/gangplank
+
+# Runtime stage: distroless "cc" (glibc, libgcc_s, CA certificates; no shell, no package
+# manager). The binary needs nothing else (tests/container_image.rs checks its NEEDED list).
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/gangplank /usr/local/bin/gangplank
+# The numeric user and group of deploy/'s securityContext (runAsUser/runAsGroup 65532, the
+# distroless "nonroot" user): the kubelet can only verify runAsNonRoot against a number.
+USER 65532:65532
+EXPOSE 8443 9090
+ENTRYPOINT ["/usr/local/bin/gangplank"]
+CMD ["serve", "--addr=0.0.0.0:8443"]

@@ -1,0 +1,158 @@
+//! Limits under hostile input: JSON nested past the parser's limit, a policy that would run
+//! away, and clients that open connections and send nothing (slowloris). Each is refused
+//! or outlived, and other requests are still served.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use crate::support::{create, example, Options, TestServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_nested_past_the_json_limit_gets_400_and_the_server_lives_on() {
+    let server = TestServer::start().await;
+    let depth = 100_000;
+    let review = create("deep", &example("configmap.yaml"));
+    let text = serde_json::to_string(&review).expect("serializes");
+    // The nesting goes into the object, where a real review could carry it.
+    let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let body = text.replacen("\"data\":", &format!("\"deep\":{nested},\"data\":"), 1);
+    assert_ne!(body, text, "the configmap example has data");
+    for path in ["/mutate", "/validate"] {
+        let r = server
+            .client
+            .post(server.url(path))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .expect("answered");
+        let status = r.status().as_u16();
+        let text = r.text().await.expect("body");
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains("recursion limit exceeded"), "{text}");
+    }
+    let ok = server
+        .admit("/mutate", &create("after", &example("pytorchjob-gpu.yaml")))
+        .await;
+    assert_eq!(ok["allowed"], true);
+}
+
+/// A policy that loops over a hundred million numbers for jobs named "spin-*": the engine's
+/// own bound (instructions and time, src/policy/vm.rs) must stop it, long before the
+/// webhook's deadline (set far away here so that it is not what fires).
+const RUNAWAY: &str = r#"package gangplank.policies.runaway
+
+import rego.v1
+
+meta := {"title": "runaway", "description": "test policy", "action": "deny"}
+
+violation contains {"path": "/metadata/name", "msg": "never"} if {
+	startswith(input.object.metadata.name, "spin-")
+	count([x | some x in numbers.range(1, 100000000); x < 0]) > 0
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_policy_is_stopped_by_the_engine_bound_and_the_request_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::support::copy_policies(dir.path());
+    std::fs::write(dir.path().join("runaway.rego"), RUNAWAY).expect("write policy");
+    let server = TestServer::with(Options {
+        policies: dir.path().to_path_buf(),
+        eval_timeout: Duration::from_secs(600),
+        ..Options::default()
+    })
+    .await;
+    let mut job = example("pytorchjob-gpu.yaml");
+    job["metadata"]["name"] = json!("spin-forever");
+    let response = server.admit("/validate", &create("spin", &job)).await;
+    assert_eq!(response["allowed"], false, "fail closed: {response}");
+    assert_eq!(response["status"]["code"], 500, "{response}");
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("policy evaluation failed") && message.contains("runaway"),
+        "{message}"
+    );
+    assert!(
+        message.contains("limit") || message.contains("exceeded"),
+        "the message says a limit stopped it: {message}"
+    );
+    println!("refused with: {message}");
+    let fine = server
+        .admit(
+            "/validate",
+            &create("fine", &example("pytorchjob-gpu.yaml")),
+        )
+        .await;
+    assert_eq!(fine["allowed"], true, "{fine}");
+}
+
+/// A TLS client config that trusts the test CA and offers `alpn`.
+fn tls_client(server: &TestServer, alpn: &[u8]) -> tokio_rustls::TlsConnector {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(server.ca.pem().as_bytes()) {
+        roots.add(cert.expect("CA PEM")).expect("CA");
+    }
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(gangplank::admission::tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// Half the idle connections finish the TLS handshake (HTTP/2 and HTTP/1.1) and send
+/// nothing more; the other half never start it. `RELIABILITY.md` has the 10,000-connection
+/// run (`gangplank bench --idle-connections`); this test keeps CI quick.
+const IDLE: usize = 400;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_do_not_stop_others_being_served() {
+    let server = TestServer::start().await;
+    let mut held = Vec::new();
+    let mut tls_held = Vec::new();
+    for i in 0..IDLE {
+        let tcp = TcpStream::connect(server.addr).await.expect("connects");
+        if i % 2 == 0 {
+            held.push(tcp);
+            continue;
+        }
+        let alpn: &[u8] = if i % 4 == 1 { b"h2" } else { b"http/1.1" };
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let tls = tls_client(&server, alpn)
+            .connect(name, tcp)
+            .await
+            .expect("handshake");
+        tls_held.push(tls);
+    }
+    for i in 0..5 {
+        let job = example("pytorchjob-gpu.yaml");
+        let response: Value = server
+            .admit("/validate", &create(&format!("busy-{i}"), &job))
+            .await;
+        assert!(response["allowed"].is_boolean(), "{response}");
+    }
+    // A connection that never starts its handshake is closed by the server, not held.
+    let mut first = held.swap_remove(0);
+    let closed = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut buf = [0u8; 16];
+        while let Ok(n) = first.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the server closes a connection that never starts its handshake"
+    );
+    drop((held, tls_held));
+}
