@@ -4,7 +4,7 @@
 //! under callgrind twice (10 and 30 reviews) and prints the difference per review, so start
 //! up (loading and compiling the policies) cancels out.
 //!
-//! Usage (what the script does): `review_instructions JOB.yaml N`.
+//! Usage (what the script does): `review_instructions JOB.yaml N [POLICY_DIR]`.
 
 use std::path::Path;
 
@@ -23,7 +23,8 @@ fn main() {
         std::process::exit(2);
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let set = PolicySet::load(&root.join("policies")).expect("shipped policies load");
+    let dir = args.get(3).map_or(root.join("policies"), Into::into);
+    let set = PolicySet::load(&dir).expect("policies load");
     let text = std::fs::read_to_string(job).expect("job file reads");
     let job: serde_json::Value = yaml_serde::from_str(&text).expect("job parses");
     let input = Input::create(job, "default");
