@@ -30,14 +30,24 @@ loop contains x if { some x in input.items; x < 0 }
 
 loop_call contains x if { some x in input.items; f(x) < 0 }
 
-root := [count(nothing), count(one_call), count(loop), count(loop_call)]
+# Anti-patterns of policies/README.md "Performance", each beside what to write instead.
+objects_in_set := {o | some o in input.objects}
+objects_in_list := [o | some o in input.objects]
+by_regex := [s | some s in input.strings; regex.match(`^img-[0-9]+$`, s)]
+by_builtin := [s | some s in input.strings; startswith(s, "img-")]
+
+root := [count(nothing), count(one_call), count(loop), count(loop_call), count(objects_in_set), count(objects_in_list), count(by_regex), count(by_builtin)]
 "#;
 
-const ENTRIES: [&str; 4] = [
+const ENTRIES: [&str; 8] = [
     "data.bench.nothing",
     "data.bench.one_call",
     "data.bench.loop",
     "data.bench.loop_call",
+    "data.bench.objects_in_set",
+    "data.bench.objects_in_list",
+    "data.bench.by_regex",
+    "data.bench.by_builtin",
 ];
 
 fn program() -> Arc<Program> {
@@ -52,9 +62,18 @@ fn program() -> Arc<Program> {
 }
 
 fn input(items: usize) -> Value {
+    // 20 container-like objects of 20 fields each, and 20 image-like strings.
+    let object = |i: usize| -> serde_json::Value {
+        (0..20)
+            .map(|f| (format!("field{f}"), serde_json::json!(format!("value-{i}-{f}"))))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
     let json = serde_json::json!({
         "kind": "PyTorchJob",
         "items": (0..items).collect::<Vec<_>>(),
+        "objects": (0..20).map(object).collect::<Vec<_>>(),
+        "strings": (0..20).map(|i| format!("img-{i}")).collect::<Vec<_>>(),
     });
     Value::from_json_str(&json.to_string()).expect("input")
 }
@@ -89,6 +108,10 @@ fn vm_call_path(c: &mut Criterion) {
         ENTRIES[3],
         &hundred,
     );
+    run("20 objects collected into a set", ENTRIES[4], &small);
+    run("20 objects collected into a list", ENTRIES[5], &small);
+    run("regex.match on 20 strings", ENTRIES[6], &small);
+    run("startswith on 20 strings", ENTRIES[7], &small);
     g.finish();
 }
 
