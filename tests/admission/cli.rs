@@ -249,3 +249,48 @@ fn bench_spawns_a_server_and_reports_every_level_without_errors() {
         );
     }
 }
+
+#[test]
+fn bench_paces_reports_per_interval_and_holds_idle_connections() {
+    let out = gangplank()
+        .args([
+            "bench",
+            "--concurrency",
+            "2",
+            "--duration",
+            "2s",
+            "--warmup",
+            "0s",
+            "--rate",
+            "100",
+            "--report-every",
+            "1s",
+            "--idle-connections",
+            "20",
+        ])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("# 20 idle TLS connections held open (0 could not be opened)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("paced to 100 reviews/s"), "{stdout}");
+    // One line per interval: "#  <end>s  <reviews/s>  <p50>  <p99>  <max>  <errors>  <RSS>".
+    let intervals: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.first().is_some_and(|t| t.ends_with('s') && t.len() > 1))
+        .collect();
+    assert_eq!(intervals.len(), 2, "{stdout}");
+    for f in &intervals {
+        assert_eq!(f.get(5), Some(&"0"), "no errors: {f:?}");
+    }
+    assert!(stdout.contains("# idle connections: 20 held"), "{stdout}");
+}

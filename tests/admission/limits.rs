@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use crate::support::{create, example, Options, TestServer};
+use crate::support::{client_for, create, example, Options, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_nested_past_the_json_limit_gets_400_and_the_server_lives_on() {
@@ -155,4 +155,52 @@ async fn idle_connections_do_not_stop_others_being_served() {
         "the server closes a connection that never starts its handshake"
     );
     drop((held, tls_held));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_connection_bound_a_new_client_is_served_and_the_quietest_idle_one_closed() {
+    let max = 40;
+    let server = TestServer::with(Options {
+        max_connections: max,
+        ..Options::default()
+    })
+    .await;
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut idle = Vec::new();
+    for _ in 0..max {
+        let tcp = TcpStream::connect(server.addr).await.expect("connects");
+        let tls = tls_client(&server, b"h2")
+            .connect(name.clone(), tcp)
+            .await
+            .expect("handshake");
+        idle.push(tls);
+    }
+    // Every place is held by an idle connection; a new client still gets its answer.
+    let fresh = client_for(&server.ca);
+    let response = fresh
+        .post(server.url("/validate"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&create("fresh", &example("pytorchjob-gpu.yaml"))).expect("JSON"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.status(), 200);
+    let review: Value =
+        serde_json::from_slice(&response.bytes().await.expect("body")).expect("JSON");
+    assert!(review["response"]["allowed"].is_boolean(), "{review}");
+    // The quietest idle connection was the one closed to make room: the first one opened.
+    let mut first = idle.swap_remove(0);
+    let closed = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = first.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the least recently active connection is closed"
+    );
 }
