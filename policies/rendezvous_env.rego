@@ -85,10 +85,12 @@ violation contains {"path": sprintf("%s/env/%d", [c.path, i]), "msg": msg} if {
 }
 
 # The cheap first test: the owned variables among the env names of every container (JobView
-# envNames), each name tested once however many containers set it.
-owned_set := {name |
-	some name in {n | some r in input.job.replicas; some c in r.containers; some n in c.envNames}
-	owned(name)
+# envNames: each name once, however many containers set it). Listed names are looked up in
+# that list (a builtin, no call per name); only globs are matched name by name.
+owned_set := {n | some n in owned_strings; n in input.job.envNames} | {n |
+	count(owned_globs) > 0
+	some n in input.job.envNames
+	owned(n)
 }
 
 sets_owned(c) if {

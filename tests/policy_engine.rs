@@ -274,3 +274,64 @@ fn the_engine_variable_forces_the_interpreter() {
         Some(&json!(3))
     );
 }
+
+/// Loops over a 10,000 × 10,000 cross product, but only for jobs labelled `slow`, so the set
+/// loads (its smoke test is not labelled) and the shipped policies run beside it.
+const CROSS_PRODUCT: &str = r#"package gangplank.policies.cross
+
+import rego.v1
+
+meta := {"title": "Cross", "description": "pathological", "action": "deny", "params": {}}
+
+violation contains "never" if {
+	input.object.metadata.labels.slow == "true"
+	some i in numbers.range(1, 10000)
+	some j in numbers.range(1, 10000)
+	i * j < 0
+}
+"#;
+
+fn labelled(key: &str, value: Value) -> Value {
+    let mut j = job(None);
+    j["metadata"]["labels"] = json!({ key: value });
+    j
+}
+
+fn with_shipped_policies(extra: &[(&str, &str)]) -> tempfile::TempDir {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = std::process::Command::new("cp")
+        .args(["-r", "--"])
+        .arg(shipped.join("."))
+        .arg(dir.path())
+        .status()
+        .expect("cp runs");
+    assert!(status.success(), "copying policies/ failed");
+    for (name, text) in extra {
+        fs::write(dir.path().join(name), text).expect("write policy");
+    }
+    dir
+}
+
+#[test]
+fn a_runaway_custom_policy_is_cut_off_by_the_bound_naming_the_policy() {
+    let dir = with_shipped_policies(&[("cross.rego", CROSS_PRODUCT)]);
+    let set = load(dir.path()).expect("loads");
+    let started = std::time::Instant::now();
+    let err = review::review(&set, &Input::create(labelled("slow", json!("true")), "ns"))
+        .expect_err("a 10^8-step rule cannot finish within the bound");
+    let message = err.to_string();
+    assert!(
+        message.contains("policy cross (data.gangplank.policies.cross.violation, line "),
+        "the message must name the policy and its line: {message}"
+    );
+    assert!(
+        message.contains("limit"),
+        "the message must say a limit stopped it: {message}"
+    );
+    // Printed, not asserted (no timing thresholds in tests).
+    eprintln!("cut off after {:?}: {message}", started.elapsed());
+    // The same set still decides other jobs.
+    let d = review::review(&set, &Input::create(job(None), "ns")).expect("decides");
+    assert!(d.violations.iter().all(|v| v.policy != "cross"));
+}

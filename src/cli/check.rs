@@ -250,4 +250,10 @@ fn print_profile(set: &PolicySet, doc: &crate::review::Document, runs: usize) {
             Err(e) => eprintln!("  {:>10}  {}: {e}", "error", c.rule),
         }
     }
+    match set.profile_review(&doc.input, runs) {
+        Ok(d) => eprintln!(
+            "  {d:>10.1?}  whole review as a request runs it (mutation, then validation; each in one execution)"
+        ),
+        Err(e) => eprintln!("  {:>10}  whole review: {e}", "error"),
+    }
 }

@@ -61,6 +61,9 @@ pub struct JobView {
     pub replicas: Vec<ReplicaView>,
     /// Sum of `replicas` over all replica specs (unset counts as 1).
     pub total_pods: i64,
+    /// Names of the env vars any container (not init container) of any replica sets, each
+    /// once, sorted: a policy tests each name once instead of once per container.
+    pub env_names: Vec<String>,
     /// Structural problems found while building the view.
     pub problems: Vec<Problem>,
 }
@@ -173,6 +176,7 @@ impl JobView {
             "the replica counts",
             &mut problems,
         );
+        let env_names = distinct_env_names(&replicas);
         JobView {
             api_version: spec.api_version(),
             kind: spec.kind,
@@ -188,9 +192,19 @@ impl JobView {
             managed_by_allowed: spec.managed_by.to_vec(),
             replicas,
             total_pods,
+            env_names,
             problems,
         }
     }
+}
+
+fn distinct_env_names(replicas: &[ReplicaView]) -> Vec<String> {
+    let names: std::collections::BTreeSet<&String> = replicas
+        .iter()
+        .flat_map(|r| &r.containers)
+        .flat_map(|c| &c.env_names)
+        .collect();
+    names.into_iter().cloned().collect()
 }
 
 /// MPIJob v1 lets `spec.mainContainer` name the container the operator configures.

@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::error::EvalError;
 use super::intent::Intent;
 use super::params::Action;
-use super::set::{from_rego, Output, PolicySet, RuleRef};
+use super::set::{from_rego, Group, Output, PolicySet, RuleRef};
+use super::vm::RunError;
 
 /// One finding of one policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -43,7 +44,7 @@ impl PolicySet {
         namespace: &str,
     ) -> Result<Vec<Intent>, EvalError> {
         let mut intents = Vec::new();
-        for (rule, out) in self.eval_outputs(&[Output::Mutation], input, namespace)? {
+        for (rule, out) in self.eval_outputs(Group::Mutation, input, namespace)? {
             let policy = self.policy_name(rule);
             for item in as_list(policy, "mutation", &out)? {
                 intents.push(Intent::parse(policy, item)?);
@@ -60,9 +61,7 @@ impl PolicySet {
         namespace: &str,
     ) -> Result<Vec<Violation>, EvalError> {
         let mut found = Vec::new();
-        for (rule, out) in
-            self.eval_outputs(&[Output::Violation, Output::Warning], input, namespace)?
-        {
+        for (rule, out) in self.eval_outputs(Group::Verdicts, input, namespace)? {
             let policy = self.policy_name(rule);
             let action = match rule.output {
                 Output::Warning => Action::Warn,
@@ -86,25 +85,69 @@ impl PolicySet {
             .map_or("", |p| p.name.as_str())
     }
 
-    /// Evaluates the given outputs of every policy that applies in `namespace`; policies
-    /// excluded there are not evaluated at all.
+    /// Evaluates the outputs of `group` of every policy
+    /// that applies in `namespace`; policies excluded there are not evaluated at all. When
+    /// every policy applies, as in most namespaces, the VM runs the group as one gathered
+    /// execution.
     fn eval_outputs(
         &self,
-        outputs: &[Output],
+        group: Group,
         input: &RegoValue,
         namespace: &str,
     ) -> Result<Vec<(&RuleRef, Value)>, EvalError> {
+        let outputs = group.outputs();
         let rules: Vec<&RuleRef> = self
             .rules
             .iter()
             .filter(|r| outputs.contains(&r.output))
-            .filter(|r| {
-                self.policies
-                    .get(r.policy)
-                    .is_some_and(|p| p.applies_to(namespace))
-            })
             .collect();
+        let applies = |r: &&RuleRef| {
+            self.policies
+                .get(r.policy)
+                .is_some_and(|p| p.applies_to(namespace))
+        };
+        if self.vm.is_ok() && rules.iter().all(applies) {
+            return self.eval_group(group, &rules, input);
+        }
+        let rules: Vec<&RuleRef> = rules.into_iter().filter(applies).collect();
         self.eval_rules_on(&rules, input, self.vm.is_err())
+    }
+
+    /// Runs `rules`, compiled as `group`, in one VM execution. A failure is
+    /// attributed to its rule by running the rules one by one, unless a limit stopped the
+    /// run: that message already names the policy file and line it was in, and running the
+    /// culprit again would only double the time the request waits.
+    fn eval_group<'a>(
+        &self,
+        group: Group,
+        rules: &[&'a RuleRef],
+        input: &RegoValue,
+    ) -> Result<Vec<(&'a RuleRef, Value)>, EvalError> {
+        let Ok(program) = &self.vm else {
+            return self.eval_rules_on(rules, input, true);
+        };
+        let cluster = self.cluster.current().map(|doc| doc.view(input));
+        let mut vm = program
+            .vm(input, cluster.as_ref())
+            .map_err(|e| EvalError::Rego {
+                rule: "<vm>".into(),
+                message: e,
+            })?;
+        match vm.run_group(group.index(), rules.len()) {
+            Ok(values) => Ok(rules
+                .iter()
+                .zip(&values)
+                .map(|(rule, v)| (*rule, from_rego(v)))
+                .collect()),
+            Err(RunError {
+                message,
+                stopped_in: Some((rule, line)),
+            }) => Err(EvalError::Rego {
+                rule: stopped_in(&rule, line),
+                message,
+            }),
+            Err(_) => self.eval_rules_on(rules, input, false),
+        }
     }
 
     /// Evaluates rules on one input: on one VM, or on one clone of the prepared interpreter
@@ -129,9 +172,7 @@ impl PolicySet {
                     message: e,
                 })?;
                 for rule in rules {
-                    let v = vm
-                        .execute_entry_point_by_name(&rule.path)
-                        .map_err(|e| failed(rule, e.to_string()))?;
+                    let v = vm.run(&rule.path).map_err(|e| failed(rule, e.message))?;
                     out.push((*rule, from_rego(&v)));
                 }
             }
@@ -157,6 +198,19 @@ impl PolicySet {
             }
         }
         Ok(out)
+    }
+}
+
+/// "policy cross (data.gangplank.policies.cross.violation, line 12)" for a rule of a
+/// policy; a library function is named as it is.
+fn stopped_in(rule: &str, line: usize) -> String {
+    let prefix = format!("data.{}.", super::set::POLICY_PACKAGE);
+    match rule
+        .strip_prefix(&prefix)
+        .and_then(|rest| rest.split('.').next())
+    {
+        Some(policy) => format!("policy {policy} ({rule}, line {line})"),
+        None => format!("{rule} (line {line})"),
     }
 }
 

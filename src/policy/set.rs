@@ -51,6 +51,30 @@ impl Output {
     }
 }
 
+/// The outputs a request evaluates together: what `mutate` needs, and what `validate`
+/// needs. The VM runs each group as one gathered execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Mutation,
+    Verdicts,
+}
+
+impl Group {
+    pub const ALL: [Group; 2] = [Group::Mutation, Group::Verdicts];
+
+    pub fn outputs(self) -> &'static [Output] {
+        match self {
+            Group::Mutation => &[Output::Mutation],
+            Group::Verdicts => &[Output::Violation, Output::Warning],
+        }
+    }
+
+    /// Its number among the program's gathered entry points.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// One output rule of one policy, e.g. `data.gangplank.policies.images.violation`.
 #[derive(Debug, Clone)]
 pub struct RuleRef {
@@ -171,10 +195,20 @@ impl PolicySet {
             })?;
         let rules = output_rules(&policies);
         let paths: Vec<&str> = rules.iter().map(|r| r.path.as_str()).collect();
+        let groups: Vec<Vec<&str>> = Group::ALL
+            .iter()
+            .map(|group| {
+                rules
+                    .iter()
+                    .filter(|r| group.outputs().contains(&r.output))
+                    .map(|r| r.path.as_str())
+                    .collect()
+            })
+            .collect();
         let vm = if interpreter_forced() {
             Err(format!("{ENGINE_ENV}=interpreter"))
         } else {
-            let vm = VmProgram::compile_rules(&mut engine, &paths);
+            let vm = VmProgram::compile_rules(&mut engine, &paths, &groups);
             if let Err(why) = &vm {
                 tracing::warn!(reason = %why, "policies run on the regorus interpreter: the bytecode compiler does not support them");
             }
@@ -252,11 +286,23 @@ impl PolicySet {
             .map_err(|e| LoadError::Smoke {
                 message: e.to_string(),
             })?;
-        if self.vm.is_ok() {
+        if let Ok(program) = &self.vm {
             self.eval_rules_on(&all, &input, false)
                 .map_err(|e| LoadError::Smoke {
                     message: e.to_string(),
                 })?;
+            // Requests run the gathered groups; one that fails where its rules alone do
+            // not would make every request pay twice.
+            for group in Group::ALL {
+                let len = all
+                    .iter()
+                    .filter(|r| group.outputs().contains(&r.output))
+                    .count();
+                program
+                    .vm(&input, None)
+                    .and_then(|mut vm| vm.run_group(group.index(), len).map_err(|e| e.message))
+                    .map_err(|message| LoadError::Smoke { message })?;
+            }
         }
         Ok(())
     }

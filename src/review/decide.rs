@@ -119,6 +119,8 @@ pub struct Mutation {
     /// what the other policies have to say.
     pub failed: Vec<Violation>,
     pub patch: json_patch::Patch,
+    /// The Rego input document of the mutated object, for [`validate_mutated`].
+    pub rego_input: regorus::Value,
 }
 
 /// Runs every mutation policy on the submitted object. Policies all see the submitted
@@ -129,8 +131,13 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     let input = super::pinned::keep_stored_digests(input);
     let mut provenance = Provenance::read(&input.object);
     let mut mutated = input.object.clone();
-    provenance.release(&mut mutated);
-    let intents = set.mutation_intents(&input.rego_input_for(&mutated), &input.namespace)?;
+    // What the policies saw, when it is not the submitted object.
+    let released = (!provenance.is_empty()).then(|| {
+        provenance.release(&mut mutated);
+        mutated.clone()
+    });
+    let released_input = input.rego_input_for(&mutated);
+    let intents = set.mutation_intents(&released_input, &input.namespace)?;
     let mut applied = Vec::new();
     let mut failed = Vec::new();
     for intent in intents {
@@ -157,12 +164,19 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     }
     provenance.write(&mut mutated);
     failed.append(&mut provenance.notes);
-    let patch = json_patch::diff(&input.object, &mutated);
+    let patch = super::diff::diff(&input.object, &mutated);
+    let rego_input = match &released {
+        None => input.rego_input_after(released_input, &patch, &mutated),
+        Some(seen) => {
+            input.rego_input_after(released_input, &super::diff::diff(seen, &mutated), &mutated)
+        }
+    };
     Ok(Mutation {
         mutated,
         applied,
         failed,
         patch,
+        rego_input,
     })
 }
 
@@ -176,18 +190,29 @@ pub fn validate(
     set.violations(&input.rego_input_for(object), &input.namespace)
 }
 
+/// [`validate`] of a [`Mutation`]'s object, on the input document it already built.
+pub fn validate_mutated(
+    set: &PolicySet,
+    input: &Input,
+    mutation: &Mutation,
+) -> Result<Vec<Violation>, EvalError> {
+    set.violations(&mutation.rego_input, &input.namespace)
+}
+
 /// Mutation, then validation of the result.
 pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
     if let Some(reason) = skip_reason(set, input) {
         return Ok(Decision::skip(input, reason));
     }
+    let mutation = mutate(set, input)?;
+    let mut violations = validate_mutated(set, input, &mutation)?;
     let Mutation {
         mutated,
         applied,
         failed,
         patch,
-    } = mutate(set, input)?;
-    let mut violations = validate(set, input, &mutated)?;
+        ..
+    } = mutation;
     violations.extend(failed);
     super::existing::excuse_existing(set, input, &mutated, &mut violations)?;
     crate::policy::eval::sort_violations(&mut violations);

@@ -197,6 +197,32 @@ impl Input {
         RegoValue::from(doc)
     }
 
+    /// [`Self::rego_input_for`] `after`, given the document `before_input` built for an
+    /// object that `patch` turns into `after`: the object's value is patched, the JobView
+    /// rebuilt.
+    pub fn rego_input_after(
+        &self,
+        before_input: RegoValue,
+        patch: &json_patch::Patch,
+        after: &Value,
+    ) -> RegoValue {
+        let patched = (|| {
+            let mut doc = before_input;
+            let map = doc.as_object_mut().ok()?;
+            let object = map.remove(&RegoValue::String("object".into()))?;
+            let object = super::diff::patch_rego(object, patch)?;
+            map.insert(RegoValue::String("object".into()), object);
+            if let Some(k) = self.kind() {
+                map.insert(
+                    RegoValue::String("job".into()),
+                    serialized(&JobView::build(k, after)),
+                );
+            }
+            Some(doc)
+        })();
+        patched.unwrap_or_else(|| self.rego_input_for(after))
+    }
+
     pub fn build_rego_input(&self) -> RegoValue {
         self.rego_input_for(&self.object)
     }

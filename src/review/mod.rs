@@ -5,6 +5,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod decide;
+pub mod diff;
 pub mod documents;
 pub mod existing;
 pub mod input;

@@ -132,6 +132,11 @@ impl Provenance {
         }
     }
 
+    /// Whether the object carried no record (then [`Self::release`] leaves it as it is).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Whether the record is ignored: then it is neither released nor rewritten.
     fn garbled(&self) -> bool {
         !self.notes.is_empty()

@@ -168,6 +168,7 @@ impl Suite {
         let result = crate::review::review(&set, &input);
         let mut mismatches = expect::compare(&case.expect, &result);
         mismatches.extend(backend_disagreement(&set, &input, &result));
+        mismatches.extend(revalidation_disagreement(&set, &input, &result));
         if mismatches.is_empty() {
             Ok(())
         } else {
@@ -221,6 +222,37 @@ fn backend_disagreement(
         format!(
             "bytecode VM and interpreter disagree\n{}",
             expect::diff_lines(&expect::pretty(&b), &expect::pretty(&a))
+        )
+    })
+}
+
+/// The apiserver sends `/validate` the object `/mutate` produced: reviewing that object must
+/// change nothing more and reach the same verdict, or the two webhooks would disagree with
+/// `check` (and a later hand-off of the `/mutate` verdict to `/validate` would be wrong).
+fn revalidation_disagreement(
+    set: &PolicySet,
+    input: &crate::review::Input,
+    first: &Result<Decision, EvalError>,
+) -> Option<String> {
+    let Ok(first) = first else { return None };
+    if first.skipped.is_some() {
+        return None;
+    }
+    let mut again = input.clone();
+    again.object = first.mutated.clone();
+    let second = match crate::review::review(set, &again) {
+        Ok(d) => d,
+        Err(e) => return Some(format!("reviewing the mutated object fails: {e}")),
+    };
+    let summary = |d: &Decision| serde_json::json!({"violations": d.violations, "patch": d.patch});
+    let (a, b) = (
+        serde_json::json!({"violations": first.violations, "patch": json_patch::Patch(Vec::new())}),
+        summary(&second),
+    );
+    (a != b).then(|| {
+        format!(
+            "reviewing the mutated object again gives another answer (expected no patch and the same violations)\n{}",
+            expect::diff_lines(&expect::pretty(&a), &expect::pretty(&b))
         )
     })
 }

@@ -143,3 +143,38 @@ fn skips_an_admission_review_delete() {
     assert_exit(&run, 0);
     assert_stdout_has(&run, &["SKIPPED", "DELETE"]);
 }
+
+/// `--profile N`: every output rule of every enabled policy with its median, the sum of the
+/// rules alone, and the whole review as a request runs it; the verdict output is unchanged.
+#[test]
+fn profile_lists_every_rule_the_total_and_the_whole_review() {
+    let job = example("pytorchjob-gpu.yaml");
+    let run = check(&["--profile", "3", &job], None);
+    assert_eq!(run.code, 0, "{}", run.output());
+    let header = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("profile "))
+        .unwrap_or_else(|| panic!("no profile header: {}", run.stderr));
+    assert!(header.contains("median of 3 runs per rule; total "), "{header}");
+    for rule in [
+        "containers.violation",
+        "gang_scheduling.mutation",
+        "rendezvous_env.violation",
+        "run_policy.warning",
+    ] {
+        assert!(
+            run.stderr.lines().any(|l| l.trim_end().ends_with(rule)),
+            "{rule} missing: {}",
+            run.stderr
+        );
+    }
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.contains("whole review as a request runs it")),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("ALLOWED"), "{}", run.stdout);
+}

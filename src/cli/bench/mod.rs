@@ -56,9 +56,20 @@ pub struct BenchArgs {
     /// Unmeasured time per level before measuring (connections, caches, allocator).
     #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GANGPLANK_BENCH_WARMUP")]
     pub warmup: Duration,
-    /// Manifests the reviews are made of (directories are walked).
-    #[arg(long, default_value = "examples", env = "GANGPLANK_BENCH_EXAMPLES")]
-    pub examples: PathBuf,
+    /// Manifests the reviews are made of (directories are walked): by default the examples
+    /// and the platform-style job (30 env entries per container, sidecars, probes, ...).
+    #[arg(
+        long,
+        default_values = ["examples", "benches/data/pytorchjob-9-platform.yaml"],
+        value_delimiter = ',',
+        env = "GANGPLANK_BENCH_EXAMPLES"
+    )]
+    pub examples: Vec<PathBuf>,
+    /// A second mix run at each level right after the first, on the same server, with the
+    /// ratio of the two rates printed: `--baseline examples/configmap.yaml` (reviews skipped
+    /// before evaluation) is the server's plumbing alone, read in the same machine state.
+    #[arg(long, value_delimiter = ',', env = "GANGPLANK_BENCH_BASELINE")]
+    pub baseline: Vec<PathBuf>,
     /// Policy directory, for the spawned server and for the expected verdicts.
     #[arg(long, default_value = "policies", env = "GANGPLANK_POLICIES")]
     pub policies: PathBuf,
@@ -154,6 +165,7 @@ impl BenchArgs {
             duration,
             warmup,
             examples,
+            baseline,
             policies,
             addr,
             ca,
@@ -165,6 +177,10 @@ impl BenchArgs {
         } = self;
         let rate = (rate > 0).then_some(rate);
         let cases = Arc::new(prepare(&examples, &policies).await?);
+        let baseline_cases = match baseline.is_empty() {
+            true => None,
+            false => Some(Arc::new(prepare(&baseline, &policies).await?)),
+        };
         let (target, _child) = match (addr, ca) {
             (Some(addr), Some(ca)) => {
                 let pem = std::fs::read(&ca).map_err(|e| format!("{}: {e}", ca.display()))?;
@@ -200,69 +216,31 @@ impl BenchArgs {
         if let Some(rate) = rate {
             println!("# paced to {rate} reviews/s in total; latency counted from when each review was due");
         }
-        let mutate = cases.iter().filter(|c| c.path == "/mutate").count();
-        let denied = cases.iter().filter(|c| !c.allowed).count();
-        println!(
-            "# {} reviews from {}: {} to /mutate, {} to /validate ({} of them denied); {}s per level after {}s warm-up",
-            cases.len(),
-            examples.display(),
-            mutate,
-            cases.len() - mutate,
-            denied,
-            duration.as_secs_f64(),
-            warmup.as_secs_f64(),
-        );
+        describe(&cases, &examples, duration, warmup);
+        if let Some(base) = &baseline_cases {
+            print!("# baseline: ");
+            describe(base, &baseline, duration, warmup);
+        }
         println!("concurrency  reviews/s   p50 ms   p99 ms   max ms  errors  server RSS MiB (peak)  server CPU s/1k reviews");
         let mut failed = false;
         for &c in &concurrency {
             let plan = Plan {
                 concurrency: c.max(1),
-                duration: warmup,
-                rate,
-                report_every: None,
-            };
-            let _ = load(&target, &cases, plan).await;
-            let cpu_before = target.pid.and_then(cpu_seconds);
-            let started = Instant::now();
-            let plan = Plan {
                 duration,
+                rate,
                 report_every,
-                ..plan
             };
-            if report_every.is_some() {
-                println!("#   interval  reviews/s   p50 ms   p99 ms   max ms  errors  server RSS MiB (peak)");
-            }
-            let mut tally = load(&target, &cases, plan).await;
-            let elapsed = started.elapsed().as_secs_f64();
-            let cpu = match (cpu_before, target.pid.and_then(cpu_seconds)) {
-                (Some(a), Some(b)) => format!(
-                    "{:.3}",
-                    (b - a) / (tally.micros.len().max(1) as f64) * 1000.0
-                ),
-                _ => "-".into(),
-            };
-            let rss = target
-                .pid
-                .and_then(memory)
-                .map_or("-".into(), |(rss, peak)| format!("{rss:.1} ({peak:.1})"));
-            tally.micros.sort_unstable();
-            println!(
-                "{:>11}  {:>9.0}  {:>7.3}  {:>7.3}  {:>7.3}  {:>6}  {:>21}  {:>23}",
-                c,
-                tally.micros.len() as f64 / elapsed,
-                tally.percentile(0.50),
-                tally.percentile(0.99),
-                tally.percentile(1.0),
-                tally.errors,
-                rss,
-                cpu,
-            );
-            if let Some(e) = tally.first_error {
-                eprintln!(
-                    "first error at concurrency {c}: {e} ({} of {} errors were connections refused)",
-                    tally.refused, tally.errors
+            let (rate_main, ok) = level(&target, &cases, plan, warmup, &c.to_string()).await;
+            failed |= !ok;
+            if let Some(base) = &baseline_cases {
+                let (rate_base, ok) =
+                    level(&target, base, plan, warmup, &format!("{c} base")).await;
+                failed |= !ok;
+                println!(
+                    "{:>11}  ratio to the baseline: {:.3}",
+                    format!("{c} ratio"),
+                    rate_main / rate_base.max(f64::MIN_POSITIVE)
                 );
-                failed = true;
             }
         }
         if let Some(idle) = &idle {
@@ -274,6 +252,80 @@ impl BenchArgs {
         }
         Ok(if failed { exit::FAILED } else { exit::OK })
     }
+}
+
+/// The `# N reviews from ...` line of a mix.
+fn describe(cases: &[Case], from: &[PathBuf], duration: Duration, warmup: Duration) {
+    let mutate = cases.iter().filter(|c| c.path == "/mutate").count();
+    let denied = cases.iter().filter(|c| !c.allowed).count();
+    let from: Vec<String> = from.iter().map(|p| p.display().to_string()).collect();
+    println!(
+        "# {} reviews from {}: {} to /mutate, {} to /validate ({} of them denied); {}s per level after {}s warm-up",
+        cases.len(),
+        from.join(", "),
+        mutate,
+        cases.len() - mutate,
+        denied,
+        duration.as_secs_f64(),
+        warmup.as_secs_f64(),
+    );
+}
+
+/// Runs one level (warm-up, then measured) and prints its row labelled `label`; returns
+/// the measured reviews/s and whether every answer was right.
+async fn level(
+    target: &Target,
+    cases: &Arc<Vec<Case>>,
+    plan: Plan,
+    warmup: Duration,
+    label: &str,
+) -> (f64, bool) {
+    let warm = Plan {
+        duration: warmup,
+        report_every: None,
+        ..plan
+    };
+    let _ = load(target, cases, warm).await;
+    let cpu_before = target.pid.and_then(cpu_seconds);
+    let started = Instant::now();
+    if plan.report_every.is_some() {
+        println!(
+            "#   interval  reviews/s   p50 ms   p99 ms   max ms  errors  server RSS MiB (peak)"
+        );
+    }
+    let mut tally = load(target, cases, plan).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = match (cpu_before, target.pid.and_then(cpu_seconds)) {
+        (Some(a), Some(b)) => format!(
+            "{:.3}",
+            (b - a) / (tally.micros.len().max(1) as f64) * 1000.0
+        ),
+        _ => "-".into(),
+    };
+    let rss = target
+        .pid
+        .and_then(memory)
+        .map_or("-".into(), |(rss, peak)| format!("{rss:.1} ({peak:.1})"));
+    tally.micros.sort_unstable();
+    let per_second = tally.micros.len() as f64 / elapsed;
+    println!(
+        "{:>11}  {:>9.0}  {:>7.3}  {:>7.3}  {:>7.3}  {:>6}  {:>21}  {:>23}",
+        label,
+        per_second,
+        tally.percentile(0.50),
+        tally.percentile(0.99),
+        tally.percentile(1.0),
+        tally.errors,
+        rss,
+        cpu,
+    );
+    if let Some(e) = &tally.first_error {
+        eprintln!(
+            "first error at concurrency {label}: {e} ({} of {} errors were connections refused)",
+            tally.refused, tally.errors
+        );
+    }
+    (per_second, tally.first_error.is_none())
 }
 
 impl Tally {
@@ -342,12 +394,12 @@ async fn report(target_pid: Option<u32>, every: Duration, until: Instant, interv
 /// Reviews of every manifest: CREATE to /mutate, and the mutated object to /validate. With
 /// `imageResolution` on in the policies, images are pinned first, as the server will (so
 /// the expected verdicts are the server's, and its digest cache is what the bench loads).
-async fn prepare(examples: &Path, policies: &Path) -> Result<Vec<Case>, String> {
+async fn prepare(examples: &[PathBuf], policies: &Path) -> Result<Vec<Case>, String> {
     let set = PolicySet::load(policies)
         .map_err(|e| format!("cannot load policies: {}", super::report::error_chain(&e)))?;
     let pinner = crate::images::Pinner::default();
     let mut cases = Vec::new();
-    for (i, doc) in read_documents(&[examples.to_path_buf()], &ReadOptions::default())
+    for (i, doc) in read_documents(examples, &ReadOptions::default())
         .into_iter()
         .enumerate()
     {
@@ -370,7 +422,8 @@ async fn prepare(examples: &Path, policies: &Path) -> Result<Vec<Case>, String> 
         });
     }
     if cases.is_empty() {
-        return Err(format!("no manifests under {}", examples.display()));
+        let names: Vec<String> = examples.iter().map(|p| p.display().to_string()).collect();
+        return Err(format!("no manifests under {}", names.join(", ")));
     }
     Ok(cases)
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Instructions per mutate+validate review of each JOB (default: the admission bench's jobs),
+# counted by callgrind: stable whatever else runs on the machine. See
+# benches/review_instructions.rs; figures in BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+cargo build --release -q --bench review_instructions
+bin=$(ls -t target/release/deps/review_instructions-* | grep -v '\.d$' | head -1)
+jobs=("$@")
+[ ${#jobs[@]} -gt 0 ] || jobs=(benches/data/pytorchjob-9.yaml benches/data/pytorchjob-9-platform.yaml)
+count() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
+    awk '/Collected/ {print $4}'
+}
+for job in "${jobs[@]}"; do
+  a=$(count "$job" 10)
+  b=$(count "$job" 30)
+  echo "$job: $(( (b - a) / 20 )) instructions per review"
+done
