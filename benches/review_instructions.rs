@@ -17,8 +17,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     gangplank::no_library_backtraces();
     let args: Vec<String> = std::env::args().collect();
-    let (Some(job), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok()))
-    else {
+    let (Some(job), Some(n)) = (
+        args.get(1),
+        args.get(2).and_then(|n| n.parse::<usize>().ok()),
+    ) else {
         eprintln!("usage: review_instructions JOB.yaml N (see benches/instructions.sh)");
         std::process::exit(2);
     };

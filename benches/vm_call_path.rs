@@ -65,7 +65,12 @@ fn input(items: usize) -> Value {
     // 20 container-like objects of 20 fields each, and 20 image-like strings.
     let object = |i: usize| -> serde_json::Value {
         (0..20)
-            .map(|f| (format!("field{f}"), serde_json::json!(format!("value-{i}-{f}"))))
+            .map(|f| {
+                (
+                    format!("field{f}"),
+                    serde_json::json!(format!("value-{i}-{f}")),
+                )
+            })
             .collect::<serde_json::Map<_, _>>()
             .into()
     };

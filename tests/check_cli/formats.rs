@@ -156,7 +156,10 @@ fn profile_lists_every_rule_the_total_and_the_whole_review() {
         .lines()
         .find(|l| l.starts_with("profile "))
         .unwrap_or_else(|| panic!("no profile header: {}", run.stderr));
-    assert!(header.contains("median of 3 runs per rule; total "), "{header}");
+    assert!(
+        header.contains("median of 3 runs per rule; total "),
+        "{header}"
+    );
     for rule in [
         "containers.violation",
         "gang_scheduling.mutation",
