@@ -6,11 +6,13 @@
 //! - [`verdict`]: a decision as `/validate` answers it, warnings within Kubernetes' limits.
 //! - [`reload`]: the serving policy set and its hot reload.
 //! - [`tls`]: the serving certificate and its hot reload.
+//! - [`connections`]: open connections, bounded by evicting the least recently active.
 //! - [`certs`]: a CA and serving certificates (`gangplank certs`, ephemeral `serve`).
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod body;
 pub mod certs;
+pub mod connections;
 pub mod handler;
 pub mod metrics;
 pub mod poll;

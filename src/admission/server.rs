@@ -11,6 +11,9 @@
 //! - Bodies over [`Config::max_body_bytes`] get 413 without being read past the limit.
 //! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
 //!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
+//! - At most [`Config::max_connections`] connections are open: at the bound a new one closes
+//!   the least recently active one ([`super::connections`]), so idle connections cannot lock
+//!   the apiserver out or grow memory past the Pod's limit.
 //! - On shutdown readiness turns false at once; the listener keeps accepting for
 //!   [`Config::shutdown_delay`] (endpoints take a moment to drop a terminating Pod, and with
 //!   `failurePolicy: Fail` a refused connection is a refused admission), then closes, and
@@ -47,6 +50,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 use super::body::{self, BodyError};
+use super::connections::{Activity, Connections};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
 use super::reload::{PolicyStatus, PolicyStore};
@@ -59,6 +63,10 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Below the Pod's default terminationGracePeriodSeconds (30 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+/// An idle connection costs about 10 KiB (RELIABILITY.md: 10,000 idle TLS connections
+/// added 105 MiB of RSS), so 4,096 add about 40 MiB to the ~60 MiB of a server under load:
+/// within deploy/'s 128 Mi limit. The apiserver needs a few connections per replica.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -71,6 +79,8 @@ pub struct Config {
     /// After the shutdown signal, how long to keep accepting connections while `/readyz`
     /// already fails, so that endpoints stop routing here before the listener closes.
     pub shutdown_delay: Duration,
+    /// Open connections at most; at the bound a new one closes the least recently active.
+    pub max_connections: usize,
     /// Image digest pinning: resolver, cache, credentials (used when params.yaml turns
     /// `imageResolution` on).
     pub images: Arc<crate::images::Pinner>,
@@ -249,6 +259,7 @@ pub struct Server {
     metrics: Arc<Metrics>,
     reload_interval: Duration,
     shutdown_delay: Duration,
+    connections: Arc<Connections>,
 }
 
 impl Server {
@@ -277,6 +288,7 @@ impl Server {
             metrics,
             reload_interval: config.reload_interval,
             shutdown_delay: config.shutdown_delay,
+            connections: Connections::new(config.max_connections),
         })
     }
 
@@ -297,6 +309,7 @@ impl Server {
             metrics,
             reload_interval,
             shutdown_delay,
+            connections,
         } = self;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -359,11 +372,18 @@ impl Server {
                 () = &mut stop_accepting => break,
             };
             let _ = stream.set_nodelay(true);
+            let (slot, evicted) = connections.open();
+            if evicted {
+                debug!(%peer, "at the connection bound: closed the least recently active connection");
+            }
             let (acceptor, service, builder) = (acceptor.clone(), service.clone(), builder.clone());
             let watcher = graceful.watcher();
             tokio::spawn(async move {
-                let tls =
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                let state = slot.state().clone();
+                let serve = async {
+                    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream))
+                        .await
+                    {
                         Ok(Ok(tls)) => tls,
                         Ok(Err(e)) => {
                             debug!(%peer, error = %e, "TLS handshake failed");
@@ -374,10 +394,19 @@ impl Server {
                             return;
                         }
                     };
-                let conn = builder.serve_connection(TokioIo::new(tls), service);
-                if let Err(e) = watcher.watch(conn).await {
-                    debug!(%peer, error = %e, "connection ended with an error");
+                    let io = TokioIo::new(Activity::new(tls, state.clone()));
+                    let conn = builder.serve_connection(io, service);
+                    if let Err(e) = watcher.watch(conn).await {
+                        debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                };
+                tokio::select! {
+                    () = serve => {}
+                    () = state.evicted() => {
+                        debug!(%peer, "connection closed to make room for a new one");
+                    }
                 }
+                drop(slot);
             });
         }
 

@@ -12,7 +12,7 @@ use tracing::{error, info, warn};
 use super::{exit, parse_duration};
 use crate::admission::certs::{self, Bundle};
 use crate::admission::handler::Limits;
-use crate::admission::server::DEFAULT_MAX_BODY_BYTES;
+use crate::admission::server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS};
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
 use crate::cluster::ClusterHandle;
 use crate::images::{Keychain, Pinner};
@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// listener, so that the Service stops routing here first; 5s suits a Deployment.
     #[arg(long, default_value = "0s", value_parser = parse_duration, env = "GANGPLANK_SHUTDOWN_DELAY")]
     pub shutdown_delay: Duration,
+    /// Open connections at most; at the bound a new connection closes the least recently
+    /// active one, so that idle clients cannot lock the apiserver out.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, env = "GANGPLANK_MAX_CONNECTIONS")]
+    pub max_connections: usize,
     /// Async worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0, env = "GANGPLANK_WORKER_THREADS")]
     pub worker_threads: usize,
@@ -114,6 +118,7 @@ impl ServeArgs {
             max_body_bytes,
             reload_interval,
             shutdown_delay,
+            max_connections,
             worker_threads: _,
             registry_credentials,
             controller,
@@ -184,6 +189,7 @@ impl ServeArgs {
             max_body_bytes,
             reload_interval,
             shutdown_delay,
+            max_connections,
             images,
         };
         let server = match Server::bind(config, Arc::new(store), cert, metrics).await {

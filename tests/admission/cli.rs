@@ -206,26 +206,21 @@ fn serve_refuses_to_start_on_a_broken_policy_directory() {
     assert!(stderr.contains("cannot load policies"), "{stderr}");
 }
 
-#[test]
-fn bench_spawns_a_server_and_reports_every_level_without_errors() {
-    let out = gangplank()
-        .args([
-            "bench",
-            "--concurrency",
-            "1,3",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0s",
-        ])
-        .output()
-        .expect("runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+/// `gangplank bench` with `args`; its stdout, once it has exited successfully.
+fn bench(args: &[&str]) -> String {
+    let out = gangplank().arg("bench").args(args).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+#[test]
+fn bench_spawns_a_server_and_reports_every_level_without_errors() {
+    let stdout = bench(&["--concurrency", "1,3", "--duration", "1s", "--warmup", "0s"]);
     assert!(stdout.contains("reviews/s"), "{stdout}");
     let rows: Vec<Vec<&str>> = stdout
         .lines()
@@ -248,4 +243,39 @@ fn bench_spawns_a_server_and_reports_every_level_without_errors() {
             "server RSS read: {row:?}"
         );
     }
+}
+
+#[test]
+fn bench_paces_reports_per_interval_and_holds_idle_connections() {
+    let stdout = bench(&[
+        "--concurrency",
+        "2",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--rate",
+        "100",
+        "--report-every",
+        "1s",
+        "--idle-connections",
+        "20",
+    ]);
+    assert!(
+        stdout.contains("# 20 idle TLS connections held open (0 could not be opened)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("paced to 100 reviews/s"), "{stdout}");
+    // One line per interval: "#  <end>s  <reviews/s>  <p50>  <p99>  <max>  <errors>  <RSS>".
+    let intervals: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.first().is_some_and(|t| t.ends_with('s') && t.len() > 1))
+        .collect();
+    assert_eq!(intervals.len(), 2, "{stdout}");
+    for f in &intervals {
+        assert_eq!(f.get(5), Some(&"0"), "no errors: {f:?}");
+    }
+    assert!(stdout.contains("# idle connections: 20 held"), "{stdout}");
 }

@@ -32,6 +32,7 @@ fn shared() -> Arc<Shared> {
         max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
         reload_interval: Duration::from_secs(1),
         shutdown_delay: Duration::ZERO,
+        max_connections: gangplank::admission::server::DEFAULT_MAX_CONNECTIONS,
         images: Default::default(),
     };
     Shared::new(&config, store, cert, Arc::new(Metrics::new()))

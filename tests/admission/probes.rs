@@ -48,6 +48,7 @@ async fn readyz_is_not_ready_until_tls_serves() {
         max_body_bytes: 1024,
         reload_interval: Duration::from_secs(1),
         shutdown_delay: Duration::ZERO,
+        max_connections: gangplank::admission::server::DEFAULT_MAX_CONNECTIONS,
         images: Default::default(),
     };
     let shared = Shared::new(&config, store, cert, Arc::new(Metrics::new()));

@@ -51,6 +51,7 @@ pub struct Options {
     pub eval_timeout: Duration,
     pub max_evaluations: usize,
     pub shutdown_delay: Duration,
+    pub max_connections: usize,
 }
 
 impl Default for Options {
@@ -60,6 +61,7 @@ impl Default for Options {
             eval_timeout: Duration::from_secs(2),
             max_evaluations: 2,
             shutdown_delay: Duration::ZERO,
+            max_connections: gangplank::admission::server::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -120,6 +122,7 @@ impl TestServer {
             max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
             reload_interval: Duration::from_millis(100),
             shutdown_delay: opts.shutdown_delay,
+            max_connections: opts.max_connections,
             images: Default::default(),
         };
         let server = Server::bind(config, store, cert, metrics.clone())

@@ -131,6 +131,9 @@ struct Plan {
 struct Tally {
     micros: Vec<u32>,
     errors: u64,
+    /// Of the errors, connections refused: nothing listening (a server gone or stopping),
+    /// as opposed to a request sent and not answered right.
+    refused: u64,
     first_error: Option<String>,
 }
 
@@ -317,7 +320,10 @@ async fn level(
         cpu,
     );
     if let Some(e) = &tally.first_error {
-        eprintln!("first error at concurrency {label}: {e}");
+        eprintln!(
+            "first error at concurrency {label}: {e} ({} of {} errors were connections refused)",
+            tally.refused, tally.errors
+        );
     }
     (per_second, tally.first_error.is_none())
 }
@@ -336,6 +342,7 @@ impl Tally {
     fn merge(&mut self, other: Tally) {
         self.micros.extend(other.micros);
         self.errors += other.errors;
+        self.refused += other.refused;
         if self.first_error.is_none() {
             self.first_error = other.first_error;
         }
@@ -357,7 +364,9 @@ async fn report(target_pid: Option<u32>, every: Duration, until: Instant, interv
             Ok(mut guard) => std::mem::take(&mut *guard),
             Err(_) => return,
         };
-        let secs = (every * n).min(until - started).as_secs_f64();
+        let secs = (every * n)
+            .min(until.saturating_duration_since(started))
+            .as_secs_f64();
         let span = (secs - (every * (n - 1)).as_secs_f64()).max(f64::EPSILON);
         t.micros.sort_unstable();
         let rss = target_pid
@@ -374,7 +383,10 @@ async fn report(target_pid: Option<u32>, every: Duration, until: Instant, interv
             rss,
         );
         if let Some(e) = t.first_error {
-            println!("#   first error in this interval: {e}");
+            println!(
+                "#   {} of the errors were connections refused; first error: {e}",
+                t.refused
+            );
         }
     }
 }
@@ -503,10 +515,13 @@ impl Drop for ServerChild {
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
+/// How a failed TCP connect's error starts.
+const REFUSED: &str = "connect:";
+
 async fn connect(target: &Target) -> Result<Sender, String> {
     let tcp = TcpStream::connect(target.addr)
         .await
-        .map_err(|e| format!("connect: {e}"))?;
+        .map_err(|e| format!("{REFUSED} {e}"))?;
     let _ = tcp.set_nodelay(true);
     let name = ServerName::IpAddress(target.addr.ip().into());
     let tls = target
@@ -587,9 +602,12 @@ async fn load(target: &Target, cases: &Arc<Vec<Case>>, plan: Plan) -> Tally {
                         }
                     }
                     Err(e) => {
+                        let refused = u64::from(e.starts_with(REFUSED));
                         tally.errors += 1;
+                        tally.refused += refused;
                         if let Some(s) = shared.as_mut() {
                             s.errors += 1;
+                            s.refused += refused;
                             s.first_error.get_or_insert_with(|| e.clone());
                         }
                         tally.first_error.get_or_insert(e);
