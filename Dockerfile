@@ -21,6 +21,9 @@ COPY --from=build /out/gangplank /usr/local/bin/gangplank
 # The numeric user and group of deploy/'s securityContext (runAsUser/runAsGroup 65532, the
 # distroless "nonroot" user): the kubelet can only verify runAsNonRoot against a number.
 USER 65532:65532
+# mimalloc: commit arenas as they are used, not whole up front (RSS 69 → 42 MiB at 64
+# concurrent reviews; BENCHMARKS.md). Read at process start, hence the environment.
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0
 EXPOSE 8443 9090
 ENTRYPOINT ["/usr/local/bin/gangplank"]
 CMD ["serve", "--addr=0.0.0.0:8443"]
