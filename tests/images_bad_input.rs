@@ -61,7 +61,7 @@ async fn malformed_references_get_a_message_per_image_saying_what_is_wrong() {
         ),
         (
             long.as_str(),
-            "the name is 4117 characters long; at most 255 are allowed",
+            "the name is 4117 characters long with its registry; at most 255 are allowed",
         ),
     ];
     for (image, expected) in cases {
