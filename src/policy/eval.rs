@@ -12,7 +12,7 @@ use super::error::EvalError;
 use super::intent::Intent;
 use super::params::Action;
 use super::set::{from_rego, Group, Output, PolicySet, RuleRef};
-use super::vm::RunError;
+use super::vm::{RunError, Vm, VmProgram};
 
 /// One finding of one policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -95,19 +95,16 @@ impl PolicySet {
         input: &RegoValue,
         namespace: &str,
     ) -> Result<Vec<(&RuleRef, Value)>, EvalError> {
-        let outputs = group.outputs();
-        let rules: Vec<&RuleRef> = self
-            .rules
-            .iter()
-            .filter(|r| outputs.contains(&r.output))
-            .collect();
+        let rules: Vec<&RuleRef> = group.rules(&self.rules).collect();
         let applies = |r: &&RuleRef| {
             self.policies
                 .get(r.policy)
                 .is_some_and(|p| p.applies_to(namespace))
         };
-        if self.vm.is_ok() && rules.iter().all(applies) {
-            return self.eval_group(group, &rules, input);
+        if let Ok(program) = &self.vm {
+            if rules.iter().all(applies) {
+                return self.eval_group(program, group, &rules, input);
+            }
         }
         let rules: Vec<&RuleRef> = rules.into_iter().filter(applies).collect();
         self.eval_rules_on(&rules, input, self.vm.is_err())
@@ -119,21 +116,15 @@ impl PolicySet {
     /// culprit again would only double the time the request waits.
     fn eval_group<'a>(
         &self,
+        program: &VmProgram,
         group: Group,
         rules: &[&'a RuleRef],
         input: &RegoValue,
     ) -> Result<Vec<(&'a RuleRef, Value)>, EvalError> {
-        let Ok(program) = &self.vm else {
-            return self.eval_rules_on(rules, input, true);
-        };
-        let cluster = self.cluster.current().map(|doc| doc.view(input));
-        let mut vm = program
-            .vm(input, cluster.as_ref())
-            .map_err(|e| EvalError::Rego {
-                rule: "<vm>".into(),
-                message: e,
-            })?;
-        match vm.run_group(group.index(), rules.len()) {
+        match self
+            .vm_on(program, input)?
+            .run_group(group.index(), rules.len())
+        {
             Ok(values) => Ok(rules
                 .iter()
                 .zip(&values)
@@ -150,6 +141,17 @@ impl PolicySet {
         }
     }
 
+    /// A VM of `program` on `input`, with the cluster inventory's view for this input.
+    fn vm_on(&self, program: &VmProgram, input: &RegoValue) -> Result<Vm, EvalError> {
+        let cluster = self.cluster.current().map(|doc| doc.view(input));
+        program
+            .vm(input, cluster.as_ref())
+            .map_err(|e| EvalError::Rego {
+                rule: "<vm>".into(),
+                message: e,
+            })
+    }
+
     /// Evaluates rules on one input: on one VM, or on one clone of the prepared interpreter
     /// when `interpreter` is set.
     pub(super) fn eval_rules_on<'a>(
@@ -163,14 +165,9 @@ impl PolicySet {
             message,
         };
         let mut out = Vec::with_capacity(rules.len());
-        let cluster = self.cluster.current().map(|doc| doc.view(input));
-        let cluster = cluster.as_ref();
         match (&self.vm, interpreter) {
             (Ok(program), false) => {
-                let mut vm = program.vm(input, cluster).map_err(|e| EvalError::Rego {
-                    rule: "<vm>".into(),
-                    message: e,
-                })?;
+                let mut vm = self.vm_on(program, input)?;
                 for rule in rules {
                     let v = vm.run(&rule.path).map_err(|e| failed(rule, e.message))?;
                     out.push((*rule, from_rego(&v)));
@@ -178,10 +175,10 @@ impl PolicySet {
             }
             _ => {
                 let mut engine = self.engine.clone();
-                if let Some(cluster) = cluster {
+                if let Some(cluster) = self.cluster.current().map(|doc| doc.view(input)) {
                     let data = RegoValue::from(std::collections::BTreeMap::from([(
                         RegoValue::from("cluster"),
-                        cluster.clone(),
+                        cluster,
                     )]));
                     engine.add_data(data).map_err(|e| EvalError::Rego {
                         rule: "data.cluster".into(),

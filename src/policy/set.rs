@@ -69,6 +69,13 @@ impl Group {
         }
     }
 
+    /// The rules of `rules` whose output belongs to this group, in order.
+    pub fn rules(self, rules: &[RuleRef]) -> impl Iterator<Item = &RuleRef> {
+        rules
+            .iter()
+            .filter(move |r| self.outputs().contains(&r.output))
+    }
+
     /// Its number among the program's gathered entry points.
     pub fn index(self) -> usize {
         self as usize
@@ -197,13 +204,7 @@ impl PolicySet {
         let paths: Vec<&str> = rules.iter().map(|r| r.path.as_str()).collect();
         let groups: Vec<Vec<&str>> = Group::ALL
             .iter()
-            .map(|group| {
-                rules
-                    .iter()
-                    .filter(|r| group.outputs().contains(&r.output))
-                    .map(|r| r.path.as_str())
-                    .collect()
-            })
+            .map(|group| group.rules(&rules).map(|r| r.path.as_str()).collect())
             .collect();
         let vm = if interpreter_forced() {
             Err(format!("{ENGINE_ENV}=interpreter"))
@@ -294,10 +295,7 @@ impl PolicySet {
             // Requests run the gathered groups; one that fails where its rules alone do
             // not would make every request pay twice.
             for group in Group::ALL {
-                let len = all
-                    .iter()
-                    .filter(|r| group.outputs().contains(&r.output))
-                    .count();
+                let len = group.rules(&self.rules).count();
                 program
                     .vm(&input, None)
                     .and_then(|mut vm| vm.run_group(group.index(), len).map_err(|e| e.message))
