@@ -206,6 +206,11 @@ impl Input {
         patch: &json_patch::Patch,
         after: &Value,
     ) -> RegoValue {
+        if patch.0.is_empty() {
+            // Nothing changed (an object mutated before, as /validate gets it): the
+            // document, JobView included, is already the one of `after`.
+            return before_input;
+        }
         let patched = (|| {
             let mut doc = before_input;
             let map = doc.as_object_mut().ok()?;
