@@ -261,6 +261,32 @@ async fn the_master_succeeding_succeeds_the_job_and_cleans_running_pods() {
         "{:#}",
         job["status"]
     );
+    // The running workers count as succeeded, once; nothing stays active.
+    let counts = |rtype: &str| {
+        let status = &job["status"]["replicaStatuses"][rtype];
+        (status["active"].clone(), status["succeeded"].clone())
+    };
+    assert_eq!(
+        counts("Master"),
+        (Value::Null, json!(1)),
+        "{:#}",
+        job["status"]
+    );
+    assert_eq!(
+        counts("Worker"),
+        (Value::Null, json!(2)),
+        "{:#}",
+        job["status"]
+    );
+    // Settled: a finished job is not written again and again.
+    let version = job["metadata"]["resourceVersion"].clone();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = t.get("bert").await;
+    assert_eq!(
+        later["metadata"]["resourceVersion"], version,
+        "written again: {:#}",
+        later["status"]
+    );
 }
 
 async fn a_worker_killed_with_137_is_recreated_and_counted() {

@@ -13,7 +13,7 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::apply::{apply, ApplyError, FIELD_MANAGER};
 use super::expectations::Expectations;
@@ -173,10 +173,17 @@ async fn write_status(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()
     };
-    // A merge patch of the whole status: conditions and replicaStatuses are replaced as
-    // wholes, which is what the planner computed.
-    let patch = json!({ "status": desired });
-    api.patch_status(&job.name, &params, &Patch::Merge(&patch))
+    // The whole status replaced, as the planner computed it. Not a merge patch: that merges
+    // objects key by key, so a count the planner dropped (zero counts are omitted) would
+    // stay stored; a finished job then folded the stale `active` into `succeeded` again on
+    // every reconcile, and each write woke the next one. `add` replaces a member that exists.
+    let patch = json_patch::Patch(vec![json_patch::PatchOperation::Add(
+        json_patch::AddOperation {
+            path: jsonptr::PointerBuf::from_tokens(["status"]),
+            value: desired,
+        },
+    )]);
+    api.patch_status(&job.name, &params, &Patch::<()>::Json(patch))
         .await
         .map(drop)
         .map_err(ReconcileError::Status)

@@ -86,6 +86,8 @@ pub struct ControlPlane {
     pub ca_pem: Vec<u8>,
     /// Declared before `dir`: the processes stop before their files go.
     processes: Mutex<Vec<Process>>,
+    /// How the kube-apiserver was started, to start it again ([`ControlPlane::restart_apiserver`]).
+    apiserver_args: Vec<String>,
     namespaces: AtomicUsize,
     pub dir: tempfile::TempDir,
 }
@@ -214,6 +216,9 @@ async fn start_once(assets: &Assets, crds: Crds) -> Result<ControlPlane, StartEr
     let url = format!("https://127.0.0.1:{api_port}");
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, kubeconfig_yaml(&url, &ca_pem)).expect("write kubeconfig");
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    write_apiserver_files(dir.path());
+    let apiserver_args = apiserver_args(dir.path(), &etcd_url, api_port);
     let control_plane = ControlPlane {
         url,
         kubeconfig,
@@ -221,20 +226,52 @@ async fn start_once(assets: &Assets, crds: Crds) -> Result<ControlPlane, StartEr
         crds,
         ca_pem,
         processes: Mutex::new(Vec::new()),
+        apiserver_args,
         namespaces: AtomicUsize::new(0),
         dir,
     };
-    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
     let etcd_args = etcd_args(control_plane.dir.path(), &etcd_url, peer_port);
     control_plane.spawn("etcd", &assets.etcd(), &etcd_args);
-    let apiserver_args = apiserver_args(control_plane.dir.path(), &etcd_url, api_port);
-    control_plane.spawn("kube-apiserver", &assets.kube_apiserver(), &apiserver_args);
+    control_plane.spawn_apiserver();
     control_plane.wait_ready().await?;
     control_plane.install_crds().await;
     Ok(control_plane)
 }
 
 impl ControlPlane {
+    fn spawn_apiserver(&self) {
+        let program = self.assets.kube_apiserver();
+        self.spawn("kube-apiserver", &program, &self.apiserver_args);
+    }
+
+    /// Kills the kube-apiserver (SIGKILL: no graceful shutdown, as when its node dies),
+    /// leaves it down for `down`, starts it again with the same port, etcd and keys, and
+    /// waits until it is ready. For a control plane of its own ([`ControlPlane::start`]):
+    /// every client of it sees the outage.
+    pub async fn restart_apiserver(&self, down: Duration) {
+        {
+            let mut processes = self.processes.lock().unwrap_or_else(|e| e.into_inner());
+            let mut stopped = Vec::new();
+            processes.retain_mut(|p| {
+                let apiserver = p.name == "kube-apiserver";
+                if apiserver {
+                    p.stop();
+                    stopped.push(p.log_text());
+                }
+                !apiserver
+            });
+            assert_eq!(stopped.len(), 1, "one kube-apiserver runs");
+            // The restarted one writes the same log file: keep the first one's log.
+            let earlier = self.file("kube-apiserver-before-restart.log");
+            let _ = std::fs::write(earlier, stopped.concat());
+        }
+        tokio::time::sleep(down).await;
+        self.spawn_apiserver();
+        if let Err(StartError::Failed(why) | StartError::PortTaken(why)) = self.wait_ready().await {
+            panic!("the kube-apiserver did not come back: {why}");
+        }
+    }
+
     /// Waits for `/readyz` and for the namespaces the apiserver makes itself.
     async fn wait_ready(&self) -> Result<(), StartError> {
         let client = reqwest::Client::builder()
@@ -349,15 +386,21 @@ fn etcd_args(dir: &Path, client_url: &str, peer_port: u16) -> Vec<String> {
     ]
 }
 
-/// The flags envtest uses, with a static token for authentication.
-fn apiserver_args(dir: &Path, etcd_url: &str, port: u16) -> Vec<String> {
-    let file = |name: &str| dir.join(name).display().to_string();
-    // Service-account token signing: the apiserver refuses to start without a key.
+/// The service-account signing key (the apiserver refuses to start without one) and the
+/// static token file, in `dir`. Written once: a restarted apiserver keeps them.
+fn write_apiserver_files(dir: &Path) {
+    let file = |name: &str| dir.join(name);
     let sa_key = rcgen::KeyPair::generate().expect("service-account key");
     std::fs::write(file("sa.key"), sa_key.serialize_pem()).expect("write sa.key");
     std::fs::write(file("sa.pub"), sa_key.public_key_pem()).expect("write sa.pub");
     let token_line = format!("{TOKEN},gangplank-tests,gangplank-tests,\"system:masters\"\n");
     std::fs::write(file("tokens.csv"), token_line).expect("write tokens.csv");
+}
+
+/// The flags envtest uses, with a static token for authentication (files of
+/// [`write_apiserver_files`]).
+fn apiserver_args(dir: &Path, etcd_url: &str, port: u16) -> Vec<String> {
+    let file = |name: &str| dir.join(name).display().to_string();
     vec![
         format!("--etcd-servers={etcd_url}"),
         "--bind-address=127.0.0.1".into(),

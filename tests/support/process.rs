@@ -84,6 +84,11 @@ impl Process {
         }
     }
 
+    /// Whether the process has ended with status 0 (false while it runs).
+    pub fn exit_success(&mut self) -> bool {
+        matches!(self.guardian.try_wait(), Ok(Some(status)) if status.success())
+    }
+
     /// The server's own pid (the guardian's child), if it runs.
     pub fn server_pid(&self) -> Option<u32> {
         let guardian = self.guardian.id();
