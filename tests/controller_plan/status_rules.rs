@@ -338,3 +338,21 @@ fn a_failed_job_takes_no_further_condition_changes() {
         .plan(&running(&job).phase("mnist-master-0", "Succeeded"), 9);
     assert_eq!(conditions(&later), conditions(&failed));
 }
+
+/// A finished job planned again with the status it wrote is stable: the running workers were
+/// folded into `succeeded` once, and the next reconcile (woken by that very write) neither
+/// counts them again nor asks for another write.
+#[test]
+fn a_succeeded_job_replanned_with_its_own_status_is_unchanged() {
+    let job = tf_job(1, 2, 0);
+    let observed = running(&job).phase("mnist-chief-0", "Succeeded");
+    let first = job.plan(&observed, 5);
+    let counts = |plan: &gangplank::controller::Plan, rtype: &str| {
+        let status = plan.status.as_ref().expect("a status");
+        let rs = &status.replica_statuses[rtype];
+        (rs.active, rs.succeeded)
+    };
+    assert_eq!(counts(&first, "Worker"), (0, 2));
+    let again = job.with_status_of(&first).plan(&observed, 6);
+    assert_eq!(again.status, first.status);
+}
