@@ -117,9 +117,9 @@ fn validation_sees_the_mutated_object_of_every_example() {
                 if input.kind().is_none() {
                     continue;
                 }
-                let m = decide::mutate(&set, &input).expect("mutates");
+                let mut m = decide::mutate(&set, &input).expect("mutates");
                 assert_eq!(
-                    m.rego_input,
+                    m.take_rego_input(&input),
                     input.rego_input_for(&m.mutated),
                     "{}",
                     path.display()

@@ -182,7 +182,7 @@ async fn handle(
     let pinning = ctx.images.pin(&set, &mut input).await;
     record_lookups(ctx, &pinning);
     let unresolved = pin::failure_violations(&pinning, &input);
-    match evaluate(ctx, set, input).await {
+    match evaluate(ctx, endpoint, set, input).await {
         Ok(mut decision) => {
             decision.add_violations(unresolved);
             answer(ctx, endpoint, &uid, kind, &decision)
@@ -204,7 +204,8 @@ fn record_lookups(ctx: &Context, pinning: &crate::images::Pinning) {
     }
 }
 
-/// The answer of `endpoint` from the one decision both endpoints, `check` and `test` share.
+/// The answer of `endpoint` from its decision: `/validate`'s is the review `check` and `test`
+/// make, `/mutate`'s the same without validation ([`decide_for`]).
 ///
 /// `/mutate` answers the patch and never refuses by policy: the apiserver then calls
 /// `/validate` with the patched object, whose decision carries every violation (those of
@@ -267,6 +268,7 @@ fn answer(
 /// Runs the policies on a blocking thread within the deadline and concurrency bound.
 async fn evaluate(
     ctx: &Context,
+    endpoint: Endpoint,
     set: Arc<PolicySet>,
     input: Input,
 ) -> Result<decide::Decision, (Failure, String)> {
@@ -292,7 +294,7 @@ async fn evaluate(
             // Alone: nothing waits behind this review, so evaluate here (see module doc).
             // The deadline cannot interrupt it; a late verdict is refused below.
             let _permit = permit;
-            return decide::review(&set, &input).map_err(evaluation_failed);
+            return decide_for(endpoint, &set, &input).map_err(evaluation_failed);
         }
         let span = tracing::Span::current();
         let task = tokio::task::spawn_blocking(move || {
@@ -300,7 +302,7 @@ async fn evaluate(
             // waiting: a timed-out evaluation still counts against the bound.
             let _permit = permit;
             let _entered = span.enter();
-            decide::review(&set, &input)
+            decide_for(endpoint, &set, &input)
         });
         match task.await {
             Ok(result) => result.map_err(evaluation_failed),
@@ -314,6 +316,19 @@ async fn evaluate(
         Ok(_) if started.elapsed() > deadline => Err(timed_out()),
         Ok(result) => result,
         Err(_) => Err(timed_out()),
+    }
+}
+
+/// What `endpoint` answers from: `/mutate` the patch alone, `/validate` the whole review
+/// (see [`decide::patch`]).
+fn decide_for(
+    endpoint: Endpoint,
+    set: &PolicySet,
+    input: &Input,
+) -> Result<decide::Decision, EvalError> {
+    match endpoint {
+        Endpoint::Mutate => decide::patch(set, input),
+        Endpoint::Validate => decide::review(set, input),
     }
 }
 

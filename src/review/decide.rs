@@ -119,8 +119,25 @@ pub struct Mutation {
     /// what the other policies have to say.
     pub failed: Vec<Violation>,
     pub patch: json_patch::Patch,
-    /// The Rego input document of the mutated object, for [`validate_mutated`].
-    pub rego_input: regorus::Value,
+    /// The Rego input document the mutation policies saw, and the patch from what they saw
+    /// to `mutated` (`None`: `patch`): [`Mutation::take_rego_input`] patches the mutated
+    /// object's document from them, only when validation follows.
+    seen_input: regorus::Value,
+    seen_patch: Option<json_patch::Patch>,
+}
+
+impl Mutation {
+    /// The Rego input document of the mutated object (for [`validate_mutated`]): the one the
+    /// mutation policies saw, patched, instead of a second conversion. Taken: a second call
+    /// converts the object again.
+    pub fn take_rego_input(&mut self, input: &Input) -> regorus::Value {
+        let seen = std::mem::replace(&mut self.seen_input, regorus::Value::Undefined);
+        if matches!(seen, regorus::Value::Undefined) {
+            return input.rego_input_for(&self.mutated);
+        }
+        let patch = self.seen_patch.as_ref().unwrap_or(&self.patch);
+        input.rego_input_after(seen, patch, &self.mutated)
+    }
 }
 
 /// Runs every mutation policy on the submitted object. Policies all see the submitted
@@ -165,18 +182,14 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     provenance.write(&mut mutated);
     failed.append(&mut provenance.notes);
     let patch = super::diff::diff(&input.object, &mutated);
-    let rego_input = match &released {
-        None => input.rego_input_after(released_input, &patch, &mutated),
-        Some(seen) => {
-            input.rego_input_after(released_input, &super::diff::diff(seen, &mutated), &mutated)
-        }
-    };
+    let seen_patch = released.map(|seen| super::diff::diff(&seen, &mutated));
     Ok(Mutation {
         mutated,
         applied,
         failed,
         patch,
-        rego_input,
+        seen_input: released_input,
+        seen_patch,
     })
 }
 
@@ -190,13 +203,36 @@ pub fn validate(
     set.violations(&input.rego_input_for(object), &input.namespace)
 }
 
-/// [`validate`] of a [`Mutation`]'s object, on the input document it already built.
+/// [`validate`] of a [`Mutation`]'s object, on the input document mutation built.
 pub fn validate_mutated(
     set: &PolicySet,
     input: &Input,
-    mutation: &Mutation,
+    mutation: &mut Mutation,
 ) -> Result<Vec<Violation>, EvalError> {
-    set.violations(&mutation.rego_input, &input.namespace)
+    set.violations(&mutation.take_rego_input(input), &input.namespace)
+}
+
+/// What `/mutate` answers: the patch of the mutation policies, and no validation. The
+/// apiserver then calls `/validate` with the patched object, whose [`review`] carries every
+/// violation (those of intents that cannot be applied included: they fail again there), so
+/// validating here too would only repeat that work.
+pub fn patch(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
+    if let Some(reason) = skip_reason(set, input) {
+        return Ok(Decision::skip(input, reason));
+    }
+    let Mutation {
+        mutated,
+        applied,
+        patch,
+        ..
+    } = mutate(set, input)?;
+    Ok(Decision {
+        skipped: None,
+        violations: Vec::new(),
+        applied,
+        patch,
+        mutated,
+    })
 }
 
 /// Mutation, then validation of the result.
@@ -204,8 +240,8 @@ pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
     if let Some(reason) = skip_reason(set, input) {
         return Ok(Decision::skip(input, reason));
     }
-    let mutation = mutate(set, input)?;
-    let mut violations = validate_mutated(set, input, &mutation)?;
+    let mut mutation = mutate(set, input)?;
+    let mut violations = validate_mutated(set, input, &mut mutation)?;
     let Mutation {
         mutated,
         applied,

@@ -91,6 +91,36 @@ async fn a_runaway_policy_is_stopped_by_the_engine_bound_and_the_request_refused
     assert_eq!(fine["allowed"], true, "{fine}");
 }
 
+/// `/mutate` runs the mutation policies only: the apiserver calls `/validate` next with the
+/// patched object, and that review carries every violation. So a validation policy that
+/// would run away does not stop the patch (nor cost its time twice); `/validate` refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutate_answers_the_patch_without_running_the_validation_policies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::support::copy_policies(dir.path());
+    std::fs::write(dir.path().join("runaway.rego"), RUNAWAY).expect("write policy");
+    let server = TestServer::with(Options {
+        policies: dir.path().to_path_buf(),
+        eval_timeout: Duration::from_secs(600),
+        ..Options::default()
+    })
+    .await;
+    let mut job = example("pytorchjob-gpu.yaml");
+    job["metadata"]["name"] = json!("spin-forever");
+    let started = std::time::Instant::now();
+    let mutated = server.admit("/mutate", &create("spin", &job)).await;
+    assert_eq!(mutated["allowed"], true, "{mutated}");
+    assert!(
+        mutated["patch"].is_string(),
+        "the patch is answered: {mutated}"
+    );
+    println!("/mutate answered in {:?}", started.elapsed());
+    let validated = server.admit("/validate", &create("spin", &job)).await;
+    assert_eq!(validated["allowed"], false, "{validated}");
+    let message = validated["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("runaway"), "{message}");
+}
+
 /// Whether the server closes `conn` within a minute (whatever it sends first is read and
 /// dropped).
 async fn closed_by_server(conn: &mut (impl tokio::io::AsyncRead + Unpin)) -> bool {
