@@ -56,8 +56,9 @@ violation contains {"path": "/metadata/name", "msg": "never"} if {
 }
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runaway_policy_is_stopped_by_the_engine_bound_and_the_request_refused() {
+/// A server with the shipped policies and [`RUNAWAY`], whose webhook deadline (10 minutes)
+/// leaves the engine's bound to fire; a job that sets the runaway rule off; the policy dir.
+async fn runaway_server() -> (TestServer, Value, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     crate::support::copy_policies(dir.path());
     std::fs::write(dir.path().join("runaway.rego"), RUNAWAY).expect("write policy");
@@ -69,6 +70,12 @@ async fn a_runaway_policy_is_stopped_by_the_engine_bound_and_the_request_refused
     .await;
     let mut job = example("pytorchjob-gpu.yaml");
     job["metadata"]["name"] = json!("spin-forever");
+    (server, job, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_policy_is_stopped_by_the_engine_bound_and_the_request_refused() {
+    let (server, job, _dir) = runaway_server().await;
     let response = server.admit("/validate", &create("spin", &job)).await;
     assert_eq!(response["allowed"], false, "fail closed: {response}");
     assert_eq!(response["status"]["code"], 500, "{response}");
@@ -96,17 +103,7 @@ async fn a_runaway_policy_is_stopped_by_the_engine_bound_and_the_request_refused
 /// would run away does not stop the patch (nor cost its time twice); `/validate` refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutate_answers_the_patch_without_running_the_validation_policies() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::copy_policies(dir.path());
-    std::fs::write(dir.path().join("runaway.rego"), RUNAWAY).expect("write policy");
-    let server = TestServer::with(Options {
-        policies: dir.path().to_path_buf(),
-        eval_timeout: Duration::from_secs(600),
-        ..Options::default()
-    })
-    .await;
-    let mut job = example("pytorchjob-gpu.yaml");
-    job["metadata"]["name"] = json!("spin-forever");
+    let (server, job, _dir) = runaway_server().await;
     let started = std::time::Instant::now();
     let mutated = server.admit("/mutate", &create("spin", &job)).await;
     assert_eq!(mutated["allowed"], true, "{mutated}");
