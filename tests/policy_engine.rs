@@ -231,7 +231,7 @@ fn non_training_kinds_and_deletes_are_skipped() {
     assert!(d.skipped.is_some() && d.patch.0.is_empty());
     let review_json =
         json!({"request": {"uid": "1", "operation": "DELETE", "oldObject": job(Some(99))}});
-    let input = Input::from_review(&review_json).expect("valid review");
+    let input = Input::from_review(review_json).expect("valid review");
     assert!(review::review(&set, &input)
         .expect("decides")
         .skipped

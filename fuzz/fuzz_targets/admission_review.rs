@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|body: &[u8]| {
     if let Ok(r) = review::parse(body) {
         assert!(!r.uid.is_empty(), "a parsed review always has a uid");
-        if let Ok(input) = Input::from_review(&r.value) {
+        if let Ok(input) = Input::from_review(r.value) {
             // The Rego input document is built for every evaluable request.
             let _ = input.rego_input_for(&input.object);
         }

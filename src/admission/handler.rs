@@ -144,15 +144,15 @@ async fn handle(
     };
     let span = tracing::Span::current();
     span.record("uid", review.uid.as_str());
-    let input = match Input::from_review(&review.value) {
+    let review::Review { value, uid } = review;
+    let input = match Input::from_review(value) {
         Ok(input) => input,
         Err(message) => {
             warn!(error = %message, decision = "invalid", "admission request cannot be evaluated");
-            let answer = reply(&Verdict::invalid(message), &review.uid);
+            let answer = reply(&Verdict::invalid(message), &uid);
             return (answer, OTHER_KIND, Decision::Invalid);
         }
     };
-    drop(review);
     let (api_version, kind_name) = input.type_meta();
     span.record("kind", format!("{api_version}/{kind_name}"));
     span.record("namespace", input.namespace.as_str());

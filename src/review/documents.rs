@@ -261,7 +261,7 @@ fn push_value(source: &str, v: Value, opts: &ReadOptions, out: &mut Vec<Outcome>
             _ => out.push(Err(err(source, "kind List needs an items list".into()))),
         },
         "AdmissionReview" => out.push(
-            Input::from_review(&v)
+            Input::from_review(v)
                 .map(|input| Document {
                     source: source.to_string(),
                     input,

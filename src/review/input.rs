@@ -103,11 +103,15 @@ impl Input {
     }
 
     /// The `request` of an AdmissionReview. Errors say which field is wrong.
-    pub fn from_review(review: &Value) -> Result<Input, String> {
-        let request = match review.get("request") {
-            Some(Value::Object(r)) => r,
-            Some(_) => return Err("AdmissionReview.request must be an object".into()),
-            None => return Err("AdmissionReview has no request".into()),
+    pub fn from_review(review: Value) -> Result<Input, String> {
+        // Taken apart, not copied: the object is most of a review's bytes.
+        let mut request = match review {
+            Value::Object(mut envelope) => match envelope.remove("request") {
+                Some(Value::Object(r)) => r,
+                Some(_) => return Err("AdmissionReview.request must be an object".into()),
+                None => return Err("AdmissionReview has no request".into()),
+            },
+            _ => return Err("AdmissionReview has no request".into()),
         };
         let text = |k: &str| {
             request
@@ -122,23 +126,24 @@ impl Input {
             .unwrap_or("CREATE");
         let operation = Operation::parse(operation)
             .ok_or_else(|| format!("AdmissionReview.request.operation {operation:?} is not CREATE, UPDATE, DELETE or CONNECT"))?;
-        let object = request.get("object").cloned().unwrap_or(Value::Null);
-        let old_object = request.get("oldObject").filter(|o| !o.is_null()).cloned();
+        let (uid, namespace, name) = (text("uid"), text("namespace"), text("name"));
+        let dry_run = request
+            .get("dryRun")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let object = request.remove("object").unwrap_or(Value::Null);
+        let old_object = request.remove("oldObject").filter(|o| !o.is_null());
         if object.is_null() && old_object.is_none() {
             return Err("AdmissionReview.request has neither object nor oldObject".into());
         }
         Ok(Input {
-            uid: text("uid"),
+            uid,
             operation,
-            namespace: text("namespace"),
-            name: text("name"),
-            dry_run: request
-                .get("dryRun")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            namespace,
+            name,
+            dry_run,
             user_info: request
-                .get("userInfo")
-                .cloned()
+                .remove("userInfo")
                 .unwrap_or(Value::Object(Map::new())),
             object,
             old_object,

@@ -132,7 +132,7 @@ impl Case {
         let mut input = match (&self.object, &self.file, &self.review) {
             (Some(obj), None, None) => Input::create(resolve(obj, fixtures)?, "default"),
             (None, Some(file), None) => Input::create(first_document(&dir.join(file))?, "default"),
-            (None, None, Some(review)) => Input::from_review(review)?,
+            (None, None, Some(review)) => Input::from_review(review.clone())?,
             _ => return Err("give exactly one of object, file, review".into()),
         };
         if let Some(op) = &self.operation {
