@@ -497,6 +497,10 @@ async fn an_elastic_job_scaled_through_its_scale_subresource_follows() {
 /// crds/kubeflow.org_mpijobs.v2beta1.yaml in use: the upstream `pi` example is stored with
 /// the CRD's defaults and reaches its launcher and workers.
 async fn the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd() {
+    if let Err(why) = support::corpus_requirement() {
+        support::skip(&format!("the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd: {why}"));
+        return;
+    }
     let t = setup("mpi-own-crd").await;
     let path = support::corpus().join("upstream-examples/mpi-operator/v2beta1/pi/pi.yaml");
     let text = std::fs::read_to_string(path).expect("the corpus's pi.yaml");

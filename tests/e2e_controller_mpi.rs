@@ -21,7 +21,8 @@ e2e_suite!(
         wait_for_workers_ready_holds_the_launcher_until_the_workers_run,
         suspend_deletes_the_pods_and_resume_brings_them_back,
         a_secret_that_lost_its_keys_gets_new_ones_and_an_intact_one_is_never_rotated,
-    ]
+    ],
+    support::corpus_requirement
 );
 
 /// One controller (admin credentials) for the tests below; the RBAC test starts its own.

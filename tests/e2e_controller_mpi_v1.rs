@@ -24,7 +24,8 @@ e2e_suite!(
         every_upstream_v1_example_reaches_its_pods,
         a_deleted_or_edited_config_map_is_repaired_not_duplicated,
         a_config_map_of_another_owner_is_never_adopted,
-    ]
+    ],
+    support::corpus_requirement
 );
 
 const ARGS: [&str; 3] = [

@@ -28,6 +28,45 @@ impl Assets {
     pub fn kubectl(&self) -> PathBuf {
         self.dir.join("kubectl")
     }
+
+    pub fn kube_scheduler(&self) -> PathBuf {
+        self.dir.join("kube-scheduler")
+    }
+
+    pub fn kube_controller_manager(&self) -> PathBuf {
+        self.dir.join("kube-controller-manager")
+    }
+
+    /// Why the scheduling suites cannot run with these assets, if they cannot: envtest's
+    /// `setup-envtest` gives etcd, kube-apiserver and kubectl only.
+    pub fn scheduler_missing(&self) -> Option<String> {
+        let missing: Vec<&str> = SCHEDULING_BINARIES
+            .into_iter()
+            .filter(|b| !self.dir.join(b).is_file())
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "{} has no {} (setup-envtest does not ship them: {HOW_TO_BUILD_SCHEDULER})",
+                self.dir.display(),
+                missing.join(" or ")
+            )
+        })
+    }
+}
+
+/// The binaries of the suites where pods are really scheduled and garbage collected.
+const SCHEDULING_BINARIES: [&str; 2] = ["kube-scheduler", "kube-controller-manager"];
+const HOW_TO_BUILD_SCHEDULER: &str = "../shared/tools/kube-test-assets.sh builds them, or copy \
+    kube-scheduler and kube-controller-manager of the same Kubernetes version (the release's \
+    server binaries, kubernetes-server-linux-amd64.tar.gz) into that directory";
+
+/// The requirement of a suite that schedules pods (see `harness`): the control plane's
+/// binaries and kube-scheduler plus kube-controller-manager beside them.
+pub fn scheduler_requirement() -> Result<(), String> {
+    match find()?.scheduler_missing() {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
 }
 
 /// The assets, or `None` after printing one line saying why the suite skips.
@@ -46,16 +85,9 @@ pub fn get() -> Assets {
     usable().unwrap_or_else(|why| panic!("{why}"))
 }
 
-/// The assets when a control plane can start: the binaries, and the upstream CRDs every
-/// control plane installs.
+/// The assets when a control plane can start: the binaries. Without the upstream corpus the
+/// control plane installs the project's own `crds/` (see `Crds::files`).
 pub fn usable() -> Result<Assets, String> {
-    let crds = super::corpus().join("upstream-crds");
-    if !crds.is_dir() {
-        let shown = crds.display();
-        return Err(format!(
-            "upstream CRDs not found at {shown} (set GANGPLANK_CORPUS)"
-        ));
-    }
     find()
 }
 

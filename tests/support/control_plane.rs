@@ -43,17 +43,27 @@ pub enum Crds {
 }
 
 impl Crds {
-    /// The CRD files, each with its directory.
-    fn files(self) -> Vec<std::path::PathBuf> {
+    /// The CRD files: upstream's from the corpus (`../shared/corpus/upstream-crds`) when it
+    /// is there, else the project's own `crds/` and the small PodGroup and Queue CRDs of
+    /// `tests/data/crds/` (a fresh clone has no corpus; the suites that compare with
+    /// upstream's schemas need it and say so).
+    fn files(self) -> Vec<PathBuf> {
         let upstream = super::corpus().join("upstream-crds");
         let ours = super::repo().join("crds");
-        let (dir, mpi) = match self {
-            Crds::TrainingV1 => (&upstream, upstream.join("kubeflow.org_mpijobs.yaml")),
-            Crds::MpiV2beta1 => (
-                &upstream,
-                upstream.join("kubeflow.org_mpijobs.v2beta1.yaml"),
-            ),
-            Crds::Gangplank => (&ours, ours.join("kubeflow.org_mpijobs.v2beta1.yaml")),
+        let (dir, mpi, third_party) = if upstream.is_dir() {
+            let mpi = match self {
+                Crds::TrainingV1 => upstream.join("kubeflow.org_mpijobs.yaml"),
+                Crds::MpiV2beta1 => upstream.join("kubeflow.org_mpijobs.v2beta1.yaml"),
+                Crds::Gangplank => ours.join("kubeflow.org_mpijobs.v2beta1.yaml"),
+            };
+            let dir = if self == Crds::Gangplank { &ours } else { &upstream };
+            (dir.clone(), mpi, upstream.clone())
+        } else {
+            let mpi = match self {
+                Crds::TrainingV1 => ours.join("mpijob-v1/kubeflow.org_mpijobs.yaml"),
+                Crds::MpiV2beta1 | Crds::Gangplank => ours.join("kubeflow.org_mpijobs.v2beta1.yaml"),
+            };
+            (ours.clone(), mpi, super::repo().join("tests/data/crds"))
         };
         let jobs = [
             "kubeflow.org_pytorchjobs.yaml",
@@ -69,11 +79,29 @@ impl Crds {
             "scheduling.volcano.sh_queues.yaml",
             "scheduling.x-k8s.io_podgroups.yaml",
         ] {
-            files.push(upstream.join(f));
+            files.push(third_party.join(f));
         }
         files
     }
 }
+
+/// What runs beside etcd and kube-apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduling {
+    /// Nothing: the tests play the scheduler and the kubelet.
+    None,
+    /// kube-scheduler with its default plugins, and kube-controller-manager running the
+    /// garbage collector and the namespace controller (never node-lifecycle: it would taint
+    /// the kubelet-less nodes unreachable). Nodes come from `nodes::SimNode`.
+    Scheduler,
+    /// As `Scheduler`, with Kubernetes-native gang scheduling (KEP-4671): the
+    /// `GenericWorkload` and `GangScheduling` gates on the apiserver and the scheduler, and
+    /// `scheduling.k8s.io/v1alpha2` served.
+    NativeGang,
+}
+
+/// The feature gates both the apiserver and kube-scheduler need for native gangs.
+pub const NATIVE_GANG_GATES: &str = "GenericWorkload=true,GangScheduling=true";
 
 pub struct ControlPlane {
     /// `https://127.0.0.1:PORT`.
@@ -82,6 +110,7 @@ pub struct ControlPlane {
     pub kubeconfig: PathBuf,
     pub assets: Assets,
     pub crds: Crds,
+    pub scheduling: Scheduling,
     /// PEM of the CA that signed the apiserver's serving certificate.
     pub ca_pem: Vec<u8>,
     /// Declared before `dir`: the processes stop before their files go.
@@ -95,22 +124,38 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// The control plane of this test binary with these CRDs, started on first use.
     pub fn shared(assets: &Assets, crds: Crds) -> &'static ControlPlane {
-        static TRAINING_V1: OnceLock<ControlPlane> = OnceLock::new();
-        static MPI_V2BETA1: OnceLock<ControlPlane> = OnceLock::new();
-        static GANGPLANK: OnceLock<ControlPlane> = OnceLock::new();
-        let cell = match crds {
-            Crds::TrainingV1 => &TRAINING_V1,
-            Crds::MpiV2beta1 => &MPI_V2BETA1,
-            Crds::Gangplank => &GANGPLANK,
-        };
-        cell.get_or_init(|| ControlPlane::start(assets, crds))
+        ControlPlane::shared_with(assets, crds, Scheduling::None)
+    }
+
+    /// The control plane of this test binary with these CRDs and this scheduling, started on
+    /// first use and kept until the binary exits.
+    pub fn shared_with(assets: &Assets, crds: Crds, scheduling: Scheduling) -> &'static ControlPlane {
+        static PLANES: Mutex<Vec<&'static ControlPlane>> = Mutex::new(Vec::new());
+        // Held while a control plane starts: a second test asking for the same one waits
+        // for it instead of starting another.
+        let mut planes = PLANES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(plane) = planes
+            .iter()
+            .find(|p| p.crds == crds && p.scheduling == scheduling)
+        {
+            return plane;
+        }
+        let plane: &'static ControlPlane =
+            Box::leak(Box::new(ControlPlane::start_with(assets, crds, scheduling)));
+        planes.push(plane);
+        plane
     }
 
     /// A control plane of its own (for a test that must change cluster-wide state). It is
     /// torn down when dropped.
     pub fn start(assets: &Assets, crds: Crds) -> ControlPlane {
+        ControlPlane::start_with(assets, crds, Scheduling::None)
+    }
+
+    /// As [`ControlPlane::start`], with a scheduler as `scheduling` says.
+    pub fn start_with(assets: &Assets, crds: Crds, scheduling: Scheduling) -> ControlPlane {
         let assets = assets.clone();
-        super::on_own_runtime(move || start_with_retries(assets, crds))
+        super::on_own_runtime(move || start_with_retries(assets, crds, scheduling))
     }
 
     /// A client with the admin token, bound to the caller's runtime.
@@ -188,10 +233,10 @@ enum StartError {
     Failed(String),
 }
 
-async fn start_with_retries(assets: Assets, crds: Crds) -> ControlPlane {
+async fn start_with_retries(assets: Assets, crds: Crds, scheduling: Scheduling) -> ControlPlane {
     let mut last = String::new();
     for attempt in 1..=START_ATTEMPTS {
-        match start_once(&assets, crds).await {
+        match start_once(&assets, crds, scheduling).await {
             Ok(control_plane) => return control_plane,
             Err(StartError::PortTaken(why)) => {
                 eprintln!("control plane attempt {attempt}: a port was taken, retrying: {why}");
@@ -203,7 +248,11 @@ async fn start_with_retries(assets: Assets, crds: Crds) -> ControlPlane {
     panic!("the test control plane did not start after {START_ATTEMPTS} attempts: {last}")
 }
 
-async fn start_once(assets: &Assets, crds: Crds) -> Result<ControlPlane, StartError> {
+async fn start_once(
+    assets: &Assets,
+    crds: Crds,
+    scheduling: Scheduling,
+) -> Result<ControlPlane, StartError> {
     let dir = tempfile::Builder::new()
         .prefix("gangplank-control-plane-")
         .tempdir()
@@ -218,12 +267,17 @@ async fn start_once(assets: &Assets, crds: Crds) -> Result<ControlPlane, StartEr
     std::fs::write(&kubeconfig, kubeconfig_yaml(&url, &ca_pem)).expect("write kubeconfig");
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
     write_apiserver_files(dir.path());
-    let apiserver_args = apiserver_args(dir.path(), &etcd_url, api_port);
+    let mut apiserver_args = apiserver_args(dir.path(), &etcd_url, api_port);
+    if scheduling == Scheduling::NativeGang {
+        apiserver_args.push(format!("--feature-gates={NATIVE_GANG_GATES}"));
+        apiserver_args.push("--runtime-config=scheduling.k8s.io/v1alpha2=true".into());
+    }
     let control_plane = ControlPlane {
         url,
         kubeconfig,
         assets: assets.clone(),
         crds,
+        scheduling,
         ca_pem,
         processes: Mutex::new(Vec::new()),
         apiserver_args,
@@ -235,6 +289,9 @@ async fn start_once(assets: &Assets, crds: Crds) -> Result<ControlPlane, StartEr
     control_plane.spawn_apiserver();
     control_plane.wait_ready().await?;
     control_plane.install_crds().await;
+    if scheduling != Scheduling::None {
+        control_plane.spawn_scheduling();
+    }
     Ok(control_plane)
 }
 

@@ -19,12 +19,14 @@ pub mod control_plane;
 pub mod controller;
 pub mod harness;
 pub mod jobs;
+pub mod nodes;
 pub mod process;
 pub mod registry;
 pub mod run;
+pub mod scheduler;
 pub mod webhooks;
 
-pub use control_plane::{ControlPlane, Crds};
+pub use control_plane::{ControlPlane, Crds, Scheduling};
 pub use webhooks::Webhooks;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +41,20 @@ pub fn corpus() -> PathBuf {
     std::env::var_os("GANGPLANK_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("../shared/corpus"))
+}
+
+/// The requirement of a suite that runs upstream's examples (see `harness`): the corpus.
+pub fn corpus_requirement() -> Result<(), String> {
+    let examples = corpus().join("upstream-examples");
+    if examples.is_dir() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the upstream example corpus is not at {} (set GANGPLANK_CORPUS to a copy of \
+             shared/corpus)",
+            examples.display()
+        ))
+    }
 }
 
 /// A skip notice, written past libtest's output capture so that a skipped suite is seen.

@@ -6,7 +6,7 @@
 //! failurePolicy, timeouts) is exercised as shipped.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::control_plane::{free_ports, gangplank_certs, FIELD_MANAGER};
 use super::process::Process;
-use super::{jobs, ControlPlane, Crds};
+use super::{jobs, ControlPlane};
 
 pub struct Webhooks {
     /// `https://127.0.0.1:PORT` of `gangplank serve`.
@@ -27,21 +27,20 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    /// The shipped policies' webhooks on the shared control plane of `crds`, installed once
-    /// per test binary.
+    /// The shipped policies' webhooks on a shared control plane, installed once per control
+    /// plane and test binary.
     pub fn shared(control_plane: &'static ControlPlane) -> &'static Webhooks {
-        static TRAINING_V1: OnceLock<Webhooks> = OnceLock::new();
-        static MPI_V2BETA1: OnceLock<Webhooks> = OnceLock::new();
-        static GANGPLANK: OnceLock<Webhooks> = OnceLock::new();
-        let cell = match control_plane.crds {
-            Crds::TrainingV1 => &TRAINING_V1,
-            Crds::MpiV2beta1 => &MPI_V2BETA1,
-            Crds::Gangplank => &GANGPLANK,
-        };
-        cell.get_or_init(|| {
-            let policies = super::repo().join("policies");
-            super::on_own_runtime(move || Webhooks::install(control_plane, policies))
-        })
+        static INSTALLED: Mutex<Vec<(String, &'static Webhooks)>> = Mutex::new(Vec::new());
+        // Held during the install: a second test waits for the first one's server.
+        let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, webhooks)) = installed.iter().find(|(url, _)| *url == control_plane.url) {
+            return webhooks;
+        }
+        let policies = super::repo().join("policies");
+        let webhooks = super::on_own_runtime(move || Webhooks::install(control_plane, policies));
+        let webhooks: &'static Webhooks = Box::leak(Box::new(webhooks));
+        installed.push((control_plane.url.clone(), webhooks));
+        webhooks
     }
 
     /// Starts `gangplank serve --policies <policies>` and installs the configurations of

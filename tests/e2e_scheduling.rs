@@ -1,0 +1,317 @@
+//! The silent deadlock gangplank exists to stop, with a real kube-scheduler placing the pods.
+//!
+//! Without gangplank's webhooks (a control plane with kube-scheduler and the controller
+//! running jobs without a gang), a job larger than its nodes is half placed and the rest waits
+//! forever: the tests show the failure exists here. With the webhooks, the inventory watch
+//! and Kubernetes-native gangs (a second control plane, gates on), the same job is refused at
+//! create with demand and capacity in the message, and a fitting one is admitted and every
+//! pod is bound. The same for a MIG job and for a nodeSelector/toleration mismatch.
+//!
+//! Every test has its own node pool (`pool=<namespace>`, selected by the job), so the tests
+//! of one control plane run side by side. Skipped, with the reason, without kube-scheduler.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::controller::{wait_pods, Controller};
+use support::nodes::{create_nodes, SimNode};
+use support::scheduler::{wait_placement, Placement};
+use support::{jobs, ControlPlane, Crds, Scheduling, Webhooks};
+
+e2e_suite!(
+    "e2e_scheduling",
+    [
+        without_gangplank_the_seed_job_is_half_placed_and_stays_so,
+        without_gangplank_a_mig_job_is_half_placed,
+        without_gangplank_a_selector_mismatch_places_only_the_matching_pods,
+        with_gangplank_the_seed_job_is_refused_with_demand_and_capacity,
+        with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound,
+        with_gangplank_a_mig_job_too_large_is_refused_and_a_fitting_one_bound,
+        with_gangplank_a_selector_mismatch_is_refused,
+    ],
+    support::scheduler::requirement
+);
+
+/// How long the scheduler gets to settle a gang (it takes well under a second here), and how
+/// long an unbound pod must stay unbound before a test calls it stuck.
+const LIMIT: Duration = Duration::from_secs(60);
+const SETTLE: Duration = Duration::from_secs(5);
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+const A100: &str = "NVIDIA-A100-SXM4-80GB";
+
+/// kube-scheduler with its defaults, and the controller with no gang scheduler: what a
+/// cluster without gangplank's admission does with a training job.
+fn bare() -> &'static ControlPlane {
+    static CONTROLLER: OnceLock<Controller> = OnceLock::new();
+    let assets = support::assets::get();
+    let plane = ControlPlane::shared_with(&assets, Crds::TrainingV1, Scheduling::Scheduler);
+    CONTROLLER.get_or_init(|| Controller::start(plane, "controller-bare", &CONTROLLER_NO_GANG));
+    plane
+}
+
+const CONTROLLER_NO_GANG: [&str; 2] = ["--leader-elect=false", "--gang-scheduler="];
+
+/// Native gangs on, gangplank's webhooks (the shipped policies with `scheduler: kubernetes`)
+/// watching the cluster's nodes, and the controller writing native PodGroups.
+fn gated() -> &'static ControlPlane {
+    static CONTROLLER: OnceLock<Controller> = OnceLock::new();
+    static WEBHOOKS: OnceLock<Webhooks> = OnceLock::new();
+    let assets = support::assets::get();
+    let plane = ControlPlane::shared_with(&assets, Crds::TrainingV1, Scheduling::NativeGang);
+    WEBHOOKS.get_or_init(|| {
+        let policies = native_gang_policies(plane);
+        support::on_own_runtime(move || Webhooks::install(plane, policies))
+    });
+    let args = ["--leader-elect=false", "--gang-scheduler=kubernetes"];
+    CONTROLLER.get_or_init(|| Controller::start(plane, "controller-native", &args));
+    plane
+}
+
+/// policies/ with the gang scheduler set to Kubernetes' own (params.yaml), in the control
+/// plane's temp dir.
+fn native_gang_policies(plane: &ControlPlane) -> PathBuf {
+    let dir = plane.file("policies-native-gang");
+    copy_dir(&support::repo().join("policies"), &dir);
+    let params = dir.join("params.yaml");
+    let text = std::fs::read_to_string(&params).expect("params.yaml");
+    let changed = text.replacen("scheduler: volcano", "scheduler: kubernetes", 1);
+    assert_ne!(text, changed, "params.yaml sets `scheduler: volcano`");
+    std::fs::write(&params, changed).expect("write params.yaml");
+    dir
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("policies copy");
+    for entry in std::fs::read_dir(from).expect("policies/").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a policy file");
+        }
+    }
+}
+
+/// A PyTorchJob of 1 Master + `workers` Workers, each pod asking for `amount` of `resource`,
+/// on the nodes of `pool`.
+fn gang(name: &str, workers: u32, resource: &str, amount: u32, pool: &str) -> Value {
+    let mut job = jobs::pytorch_job(name, 1);
+    for r in ["Master", "Worker"] {
+        let spec = &mut job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
+        let resources = json!({resource: amount});
+        spec["containers"][0]["resources"] = json!({"requests": resources, "limits": resources});
+        spec["nodeSelector"] = json!({"pool": pool});
+    }
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(workers);
+    job
+}
+
+fn gpu_gang(name: &str, workers: u32, pool: &str) -> Value {
+    let mut job = gang(name, workers, "nvidia.com/gpu", 8, pool);
+    job["spec"]["nprocPerNode"] = json!("8");
+    job
+}
+
+/// `count` 8-GPU H100 nodes labelled `pool=<pool>`.
+fn gpu_nodes(pool: &str, count: usize) -> Vec<SimNode> {
+    (0..count)
+        .map(|i| {
+            SimNode::new(&format!("{pool}-gpu-{i}"))
+                .gpus(8, H100)
+                .label("pool", pool)
+        })
+        .collect()
+}
+
+/// `count` A100 nodes split into seven 1g.10gb MIG slices each, labelled `pool=<pool>`.
+fn mig_nodes(pool: &str, count: usize) -> Vec<SimNode> {
+    (0..count)
+        .map(|i| {
+            SimNode::new(&format!("{pool}-mig-{i}"))
+                .label(support::nodes::GPU_PRODUCT_LABEL, A100)
+                .mig("1g.10gb", 7)
+                .label("pool", pool)
+        })
+        .collect()
+}
+
+/// Three H100 nodes reserved for training (tainted) and three A100 nodes, all in `pool`.
+fn mixed_nodes(pool: &str) -> Vec<SimNode> {
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let h100 = SimNode::new(&format!("{pool}-h100-{i}")).gpus(8, H100);
+        nodes.push(h100.taint("training", "reserved", "NoSchedule"));
+        nodes.push(SimNode::new(&format!("{pool}-a100-{i}")).gpus(8, A100));
+    }
+    nodes
+        .into_iter()
+        .map(|n| n.label("pool", pool))
+        .collect()
+}
+
+/// A 1 + `workers` 8-GPU job whose pods select H100 and tolerate the training taint, except
+/// the Master, which has neither: the case of a template copied without its scheduling part.
+fn h100_gang(name: &str, workers: u32, pool: &str) -> Value {
+    let mut job = gpu_gang(name, workers, pool);
+    let worker = &mut job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"];
+    worker["nodeSelector"][support::nodes::GPU_PRODUCT_LABEL] = json!(H100);
+    worker["tolerations"] =
+        json!([{"key": "training", "operator": "Equal", "value": "reserved", "effect": "NoSchedule"}]);
+    job
+}
+
+/// Runs `job` on the bare control plane and returns where its pods went once settled.
+async fn run_bare(pool: &str, nodes: &[SimNode], job: &Value, pods: usize) -> Placement {
+    let plane = bare();
+    let client = plane.client().await;
+    create_nodes(&client, nodes).await;
+    let name = job["metadata"]["name"].as_str().expect("job name").to_string();
+    jobs::create(&client, pool, job, false)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    wait_pods(&client, pool, &name, pods).await;
+    let selector = format!("training.kubeflow.org/job-name={name}");
+    wait_placement(plane, pool, &selector, pods, SETTLE, LIMIT).await
+}
+
+fn assert_insufficient(placement: &Placement, resource: &str) {
+    for (pod, why) in &placement.pending {
+        assert!(
+            why.contains(&format!("Insufficient {resource}")) || why.contains("didn't match"),
+            "{pod} waits for another reason: {why}"
+        );
+    }
+}
+
+async fn without_gangplank_the_seed_job_is_half_placed_and_stays_so() {
+    let pool = bare().namespace("seed-bare").await;
+    let job = gpu_gang("seed", 8, &pool);
+    let placement = run_bare(&pool, &gpu_nodes(&pool, 6), &job, 9).await;
+    assert_eq!(
+        (placement.bound.len(), placement.pending.len()),
+        (6, 3),
+        "6 nodes of 8 GPUs hold 6 of the 9 pods: {}",
+        placement.summary()
+    );
+    assert_insufficient(&placement, "nvidia.com/gpu");
+    // Six nodes' GPUs are held by pods that cannot start training without the other three.
+    let nodes: std::collections::BTreeSet<&String> = placement.bound.values().collect();
+    assert_eq!(nodes.len(), 6, "one pod per node: {}", placement.summary());
+}
+
+async fn without_gangplank_a_mig_job_is_half_placed() {
+    let pool = bare().namespace("mig-bare").await;
+    let job = gang("mig", 5, "nvidia.com/mig-1g.10gb", 7, &pool);
+    let placement = run_bare(&pool, &mig_nodes(&pool, 4), &job, 6).await;
+    assert_eq!(
+        (placement.bound.len(), placement.pending.len()),
+        (4, 2),
+        "4 nodes of 7 slices hold 4 of the 6 pods of 7 slices: {}",
+        placement.summary()
+    );
+    assert_insufficient(&placement, "nvidia.com/mig-1g.10gb");
+}
+
+async fn without_gangplank_a_selector_mismatch_places_only_the_matching_pods() {
+    let pool = bare().namespace("mismatch-bare").await;
+    let job = h100_gang("mismatch", 4, &pool);
+    let placement = run_bare(&pool, &mixed_nodes(&pool), &job, 5).await;
+    // Three Workers fit the three H100 nodes, the Master takes an A100 node, and the fourth
+    // Worker waits for an H100 node forever.
+    assert_eq!(
+        (placement.bound.len(), placement.pending.len()),
+        (4, 1),
+        "{}",
+        placement.summary()
+    );
+    let waiting = placement.pending.keys().next().expect("one pod waits");
+    assert!(waiting.contains("worker"), "{}", placement.summary());
+}
+
+/// Creates the nodes on the gated control plane and waits until the webhook's inventory has
+/// them: a dry-run of `probe` is refused with `expected` in the message.
+async fn gated_nodes(pool: &str, nodes: &[SimNode], probe: &Value, expected: &str) {
+    let client = gated().client().await;
+    create_nodes(&client, nodes).await;
+    support::wait_for(
+        "the inventory reaches the policies",
+        Duration::from_secs(30),
+        || async {
+            match jobs::create(&client, pool, probe, true).await {
+                Err(kube::Error::Api(s)) if s.message.contains(expected) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+async fn with_gangplank_the_seed_job_is_refused_with_demand_and_capacity() {
+    let plane = gated();
+    let pool = plane.namespace("seed-gated").await;
+    let job = gpu_gang("seed", 8, &pool);
+    gated_nodes(&pool, &gpu_nodes(&pool, 6), &job, "hold 6 of them").await;
+    let client = plane.client().await;
+    let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
+    assert_eq!(code, 403, "{message}");
+    for part in ["1 Master + 8 Worker", "8 nvidia.com/gpu", "6 schedulable nodes", "hold 6"] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+}
+
+async fn with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound() {
+    let plane = gated();
+    let pool = plane.namespace("fits-gated").await;
+    let probe = gpu_gang("probe", 8, &pool);
+    gated_nodes(&pool, &gpu_nodes(&pool, 6), &probe, "hold 6 of them").await;
+    let job = gpu_gang("fits", 4, &pool);
+    let placement = run_gated(&pool, &job, 5).await;
+    assert!(placement.all_bound(), "{}", placement.summary());
+}
+
+/// Creates `job` on the gated control plane (it must be admitted) and waits for its pods'
+/// placement.
+async fn run_gated(pool: &str, job: &Value, pods: usize) -> Placement {
+    let plane = gated();
+    let client = plane.client().await;
+    let name = job["metadata"]["name"].as_str().expect("job name").to_string();
+    jobs::create(&client, pool, job, false)
+        .await
+        .unwrap_or_else(|e| panic!("{name} must be admitted: {e}"));
+    wait_pods(&client, pool, &name, pods).await;
+    let selector = format!("training.kubeflow.org/job-name={name}");
+    wait_placement(plane, pool, &selector, pods, SETTLE, LIMIT).await
+}
+
+async fn with_gangplank_a_mig_job_too_large_is_refused_and_a_fitting_one_bound() {
+    let plane = gated();
+    let pool = plane.namespace("mig-gated").await;
+    let job = gang("mig", 5, "nvidia.com/mig-1g.10gb", 7, &pool);
+    gated_nodes(&pool, &mig_nodes(&pool, 4), &job, "hold 4 of them").await;
+    let client = plane.client().await;
+    let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains("7 nvidia.com/mig-1g.10gb"), "{message}");
+    let fitting = gang("mig-fits", 3, "nvidia.com/mig-1g.10gb", 7, &pool);
+    let placement = run_gated(&pool, &fitting, 4).await;
+    assert!(placement.all_bound(), "{}", placement.summary());
+}
+
+async fn with_gangplank_a_selector_mismatch_is_refused() {
+    let plane = gated();
+    let pool = plane.namespace("mismatch-gated").await;
+    let job = h100_gang("mismatch", 4, &pool);
+    gated_nodes(&pool, &mixed_nodes(&pool), &job, "Worker").await;
+    let client = plane.client().await;
+    let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains(H100), "the message names the selector: {message}");
+    // With the Workers' selector fixed to what the nodes offer, the job runs.
+    let fitting = h100_gang("mismatch-fits", 3, &pool);
+    let placement = run_gated(&pool, &fitting, 4).await;
+    assert!(placement.all_bound(), "{}", placement.summary());
+}
