@@ -78,8 +78,9 @@ fn native_gang_policies(plane: &ControlPlane) -> PathBuf {
     copy_dir(&support::repo().join("policies"), &dir);
     let params = dir.join("params.yaml");
     let text = std::fs::read_to_string(&params).expect("params.yaml");
-    let changed = text.replacen("scheduler: volcano", "scheduler: kubernetes", 1);
-    assert_ne!(text, changed, "params.yaml sets `scheduler: volcano`");
+    // The setting, not the comment above it that names the choices.
+    let changed = text.replacen("\n      scheduler: volcano\n", "\n      scheduler: kubernetes\n", 1);
+    assert_ne!(text, changed, "params.yaml sets `      scheduler: volcano` on a line");
     std::fs::write(&params, changed).expect("write params.yaml");
     dir
 }
