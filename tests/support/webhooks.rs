@@ -127,17 +127,25 @@ impl Webhooks {
     /// run reaches both webhooks (the server logs one line per decision).
     async fn wait_active(&self, client: &kube::Client, namespace: &str) {
         super::wait_for("both webhooks called", Duration::from_secs(60), || async {
-            let before = self.decisions();
-            let probe = jobs::pytorch_job("webhook-probe", 1);
-            jobs::create(client, namespace, &probe, true)
+            let tail = || format!("\ngangplank serve log tail:\n{}", self.server.tail(15));
+            self.probe(client, namespace)
                 .await
-                .map_err(|e| e.to_string())?;
-            let calls = self.decisions() - before;
-            (calls >= 2)
-                .then_some(())
-                .ok_or_else(|| format!("{calls} of the 2 webhooks called"))
+                .map_err(|why| format!("{why}{}", tail()))
         })
         .await
+    }
+
+    /// One dry run: did it reach both webhooks?
+    async fn probe(&self, client: &kube::Client, namespace: &str) -> Result<(), String> {
+        let before = self.decisions();
+        let probe = jobs::pytorch_job("webhook-probe", 1);
+        jobs::create(client, namespace, &probe, true)
+            .await
+            .map_err(|e| e.to_string())?;
+        let calls = self.decisions() - before;
+        (calls >= 2)
+            .then_some(())
+            .ok_or_else(|| format!("{calls} of the 2 webhooks called"))
     }
 
     /// The server's decision log lines (JSON) for requests in `namespace`, oldest first:
