@@ -289,6 +289,9 @@ async fn start_once(
     control_plane.spawn_apiserver();
     control_plane.wait_ready().await?;
     control_plane.install_crds().await;
+    if scheduling == Scheduling::NativeGang {
+        control_plane.wait_native_gang_served().await;
+    }
     if scheduling != Scheduling::None {
         control_plane.spawn_scheduling();
     }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
 use super::control_plane::{Scheduling, NATIVE_GANG_GATES};
 use super::ControlPlane;
@@ -50,6 +50,34 @@ impl ControlPlane {
         manager.push(format!("--controllers={CONTROLLERS}"));
         let program = self.assets.kube_controller_manager();
         self.spawn("kube-controller-manager", &program, &manager);
+    }
+}
+
+impl ControlPlane {
+    /// Fails with the reason when the apiserver, started with the native gang gates, does
+    /// not serve `scheduling.k8s.io/v1alpha2` PodGroups (a kube-apiserver before 1.36 has
+    /// another version of the API, or none).
+    pub(super) async fn wait_native_gang_served(&self) {
+        let client = self.client().await;
+        let api: Api<DynamicObject> = Api::all_with(client, &native_pod_group());
+        let what = "scheduling.k8s.io/v1alpha2 podgroups served (native gangs need kube-apiserver \
+                    1.36 with GenericWorkload on)";
+        super::wait_for(what, Duration::from_secs(30), || async {
+            let list = api.list(&ListParams::default().limit(1)).await;
+            list.map(drop).map_err(|e| e.to_string())
+        })
+        .await;
+    }
+}
+
+/// The API resource of Kubernetes-native PodGroups (1.36).
+pub fn native_pod_group() -> ApiResource {
+    ApiResource {
+        group: "scheduling.k8s.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "scheduling.k8s.io/v1alpha2".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
     }
 }
 
