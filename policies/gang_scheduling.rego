@@ -1,5 +1,11 @@
 # A job with more than one pod must be gang-scheduled: either all of its pods start or none
 # do. Without a gang, half a job can be placed while the rest waits forever, holding GPUs.
+#
+# With `scheduler: kubernetes` the gang is Kubernetes' own (1.36, scheduling.k8s.io/v1alpha2
+# PodGroups made by `gangplank controller --gang-scheduler kubernetes`): pods keep the default
+# scheduler, so no schedulerName is written or required, and a job is refused when the
+# cluster inventory says the API server does not serve those PodGroups
+# (data.cluster.native_gang_api false; null or no inventory: not judged).
 package gangplank.policies.gang_scheduling
 
 import rego.v1
@@ -8,10 +14,11 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Gang scheduling for multi-pod jobs",
-	"description": "Multi-pod jobs get a gang scheduler and a PodGroup minAvailable; non-gang schedulers, mixed schedulers, impossible minAvailable and unknown queues are refused.",
+	"description": "Multi-pod jobs get a gang scheduler and a PodGroup minAvailable; non-gang schedulers, mixed schedulers, impossible minAvailable, unknown queues and (with scheduler kubernetes) a cluster without the native PodGroup API are refused.",
 	"action": "deny",
 	"params": {
-		# Scheduler set on templates that name none.
+		# Scheduler set on templates that name none; "kubernetes" selects the native gang
+		# (pods keep the default scheduler, nothing is set).
 		"scheduler": "volcano",
 		# Scheduler names that provide gang semantics (Volcano, scheduler-plugins coscheduling).
 		"gangSchedulers": ["volcano", "scheduler-plugins-scheduler"],
@@ -21,6 +28,28 @@ meta := {
 }
 
 params := data.params.gang_scheduling
+
+# The gang is Kubernetes' own: the default scheduler's GangScheduling plugin places it.
+native if params.scheduler == "kubernetes"
+
+# The scheduler names that give a gang: the configured ones, and with the native gang the
+# default scheduler (a template naming none runs there too).
+gang_schedulers := params.gangSchedulers if {
+	not native
+} else := array.concat(params.gangSchedulers, [NATIVE_SCHEDULER])
+
+NATIVE_SCHEDULER := "default-scheduler"
+
+# A template whose pods the native gang would place: it names no scheduler, or the default.
+on_native_gang(r) if {
+	native
+	not r.schedulerName
+}
+
+on_native_gang(r) if {
+	native
+	r.schedulerName == NATIVE_SCHEDULER
+}
 
 # Kueue admits all pod sets of a workload at once, so a Kueue-queued job is a gang already.
 needs_scheduler if {
@@ -55,6 +84,7 @@ min_available_writable if {
 
 mutation contains {"op": "default", "path": concat("", [r.podSpecPath, "/schedulerName"]), "value": params.scheduler} if {
 	needs_scheduler
+	not native
 	some r in input.job.replicas
 	not r.schedulerName
 }
@@ -72,13 +102,24 @@ violation contains {"path": concat("", [r.podSpecPath, "/schedulerName"]), "msg"
 	msg := scheduler_problem(r)
 }
 
-scheduler_problem(r) := sprintf("%s pods name no scheduler; a %v-pod job needs a gang scheduler (one of %v) or the kueue.x-k8s.io/queue-name label", [r.type, input.job.totalPods, params.gangSchedulers]) if {
+scheduler_problem(r) := sprintf("%s pods name no scheduler; a %v-pod job needs a gang scheduler (one of %v) or the kueue.x-k8s.io/queue-name label", [r.type, input.job.totalPods, gang_schedulers]) if {
 	not r.schedulerName
+	not native
 }
 
-scheduler_problem(r) := sprintf("scheduler \"%s\" does not gang-schedule; this %v-pod job could start partly and deadlock. Use one of %v, or queue it with Kueue (label kueue.x-k8s.io/queue-name)", [r.schedulerName, input.job.totalPods, params.gangSchedulers]) if {
+scheduler_problem(r) := sprintf("scheduler \"%s\" does not gang-schedule; this %v-pod job could start partly and deadlock. Use one of %v, or queue it with Kueue (label kueue.x-k8s.io/queue-name)", [r.schedulerName, input.job.totalPods, gang_schedulers]) if {
 	r.schedulerName
-	not r.schedulerName in params.gangSchedulers
+	not r.schedulerName in gang_schedulers
+}
+
+# The native gang needs its API: without scheduling.k8s.io/v1alpha2 podgroups the controller
+# cannot create the job's PodGroup, and pods that name it are never scheduled.
+violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
+	needs_scheduler
+	data.cluster.native_gang_api == false
+	types := [r.type | some r in input.job.replicas; on_native_gang(r)]
+	count(types) > 0
+	msg := sprintf("this %v-pod job is gang-scheduled by Kubernetes itself (gang_scheduling scheduler: kubernetes), but the cluster does not serve scheduling.k8s.io/v1alpha2 podgroups, so its %s pods would never start: the cluster admin enables the API (kube-apiserver --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true, kube-scheduler --feature-gates=GenericWorkload=true,GangScheduling=true); or name another gang scheduler (one of %v) in schedulerName, or queue the job with Kueue (label kueue.x-k8s.io/queue-name)", [input.job.totalPods, concat("/", types), params.gangSchedulers])
 }
 
 violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {

@@ -86,6 +86,10 @@ pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
         .await?,
         kueue_cluster_queues: custom(client, &cluster_queues, "Kueue ClusterQueues").await?,
         kueue_local_queues: custom(client, &local_queues, "Kueue LocalQueues").await?,
+        // Unknown (null) when discovery cannot answer: the rule that reads it stays quiet.
+        native_gang_api: crate::cluster::discovery::native_gang_api(client)
+            .await
+            .ok(),
         source: "cluster".into(),
         stale: None,
     })

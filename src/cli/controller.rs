@@ -28,8 +28,10 @@ pub struct ControllerOptions {
     /// each job's pods (deploy/README.md).
     #[arg(long, value_delimiter = ',', default_values_t = RUNNABLE_KINDS.iter().map(|k| k.to_string()), env = "GANGPLANK_KINDS")]
     pub kinds: Vec<String>,
-    /// Gang scheduler whose PodGroups the controller writes: `volcano`, a scheduler-plugins
-    /// scheduler name (e.g. `scheduler-plugins-scheduler`), or empty for none.
+    /// Gang scheduler whose PodGroups the controller writes: `volcano`, `kubernetes` (the
+    /// native scheduling.k8s.io/v1alpha2 PodGroup of Kubernetes 1.36; pods keep the default
+    /// scheduler), a scheduler-plugins scheduler name (e.g. `scheduler-plugins-scheduler`),
+    /// or empty for none.
     #[arg(long, default_value = "volcano", env = "GANGPLANK_GANG_SCHEDULER")]
     pub gang_scheduler: String,
     /// How long a job's pods may stay Pending before the gang watchdog acts, for jobs that
@@ -113,6 +115,9 @@ impl ControllerOptions {
         let Some(client) = connect().await else {
             return exit::UNREADABLE;
         };
+        if config.gang == Some(GangScheduler::Kubernetes) && !native_gang_served(&client).await {
+            return exit::UNREADABLE;
+        }
 
         let metrics = Arc::new(ControllerMetrics::new());
         if let Err(message) = serve_metrics(&self.controller_metrics_addr, metrics.clone()).await {
@@ -271,6 +276,26 @@ async fn connect() -> Option<kube::Client> {
         Err(_) => warn!(%url, "the Kubernetes API did not answer within 10 s; retrying"),
     }
     Some(client)
+}
+
+/// With `--gang-scheduler kubernetes`: false (said in an error) when the API server does not
+/// serve the native PodGroup, since no job's gang could then be created; when discovery
+/// cannot answer (the server is not up yet), a warning and true, as for the watches.
+async fn native_gang_served(client: &kube::Client) -> bool {
+    use crate::cluster::discovery::{native_gang_api, NATIVE_GANG_GROUP_VERSION};
+    match native_gang_api(client).await {
+        Ok(true) => true,
+        Ok(false) => {
+            error!(
+                "--gang-scheduler kubernetes: the API server does not serve {NATIVE_GANG_GROUP_VERSION} podgroups; start kube-apiserver (and kube-scheduler) with --feature-gates=GenericWorkload=true,GangScheduling=true and kube-apiserver with --runtime-config={NATIVE_GANG_GROUP_VERSION}=true, or choose another --gang-scheduler (GANGPLANK_GANG_SCHEDULER)"
+            );
+            false
+        }
+        Err(e) => {
+            warn!(error = %error_chain(&e), "cannot ask the API server whether it serves {NATIVE_GANG_GROUP_VERSION} podgroups; going on");
+            true
+        }
+    }
 }
 
 /// This replica's name in the Lease and in Events: the pod name, made unique per process so

@@ -34,6 +34,9 @@ pub struct Inventory {
     /// Kueue `ClusterQueue` and `LocalQueue` objects; `None` when their CRDs are not installed.
     pub kueue_cluster_queues: Option<Vec<Value>>,
     pub kueue_local_queues: Option<Vec<Value>>,
+    /// Whether `scheduling.k8s.io/v1alpha2` podgroups are served (Kubernetes' native gang,
+    /// see [`discovery`](super::discovery)); `None` when nobody asked or the answer is unknown.
+    pub native_gang_api: Option<bool>,
     /// Where it came from: `cluster` or the snapshot's path.
     pub source: String,
     /// Why the view may be out of date (the watch is failing), if it may.
@@ -69,6 +72,7 @@ impl Inventory {
             "mig_strategies": mig_strategies(&self.nodes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
             "kueue": self.kueue(),
+            "native_gang_api": self.native_gang_api,
             "problems": problems,
         })
     }

@@ -1,5 +1,6 @@
 //! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes and, when their
-//! CRDs are installed, Volcano Queues and Kueue ClusterQueues and LocalQueues feed caches; a
+//! CRDs are installed, Volcano Queues and Kueue ClusterQueues and LocalQueues feed caches,
+//! and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
 //! change is published within [`PUBLISH_EVERY`]. When a watch fails, the last good view
 //! stays published, marked stale with the reason, so policies can say so and admission never
 //! waits on the cluster.
@@ -17,6 +18,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::Value;
 
+use super::discovery::native_gang_api;
 use super::handle::ClusterHandle;
 use super::inventory::Inventory;
 
@@ -27,6 +29,11 @@ pub const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
 /// How often to look again for a CRD that was not installed.
 const CRD_RECHECK: Duration = Duration::from_secs(60);
+
+/// How often discovery asks whether `scheduling.k8s.io/v1alpha2` podgroups are served: it
+/// changes only when kube-apiserver restarts with other flags, and one small GET a minute
+/// costs nothing.
+pub const DISCOVERY_EVERY: Duration = Duration::from_secs(60);
 
 /// Volcano's Queue (cluster-scoped).
 pub fn queue_resource() -> ApiResource {
@@ -56,6 +63,8 @@ fn custom(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 struct Pending {
     changed: bool,
     errors: BTreeMap<&'static str, String>,
+    /// The last answer of discovery about the native gang API; `None` until one came.
+    native_gang_api: Option<bool>,
 }
 
 type Shared = Arc<Mutex<Pending>>;
@@ -71,6 +80,7 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
     )
     .default_backoff();
     tokio::spawn(drive(node_stream, pending.clone(), "Nodes"));
+    tokio::spawn(discover(client.clone(), pending.clone()));
     let [cluster_queues, local_queues] = kueue_resources();
     let watched = [
         (queue_resource(), "Volcano Queues"),
@@ -90,12 +100,12 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
     let mut published = None;
     loop {
         tick.tick().await;
-        let stale = {
+        let (stale, native_gang_api) = {
             let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
             if !std::mem::take(&mut p.changed) {
                 continue;
             }
-            stale_reason(&p)
+            (stale_reason(&p), p.native_gang_api)
         };
         let objects = |i: usize| slots.get(i).and_then(read_slot);
         let node_list = nodes.state();
@@ -103,7 +113,7 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
         // Most Node updates are status heartbeats, images or conditions: nothing the
         // summary reads. Summarising costs tens of ms on a big cluster; hashing what it
         // reads is cheap, so unchanged views are not rebuilt.
-        let fingerprint = fingerprint(&node_list, &queues, stale.as_deref());
+        let fingerprint = fingerprint(&node_list, &queues, stale.as_deref(), native_gang_api);
         if published == Some(fingerprint) {
             continue;
         }
@@ -115,6 +125,7 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
             volcano_queues: next(),
             kueue_cluster_queues: next(),
             kueue_local_queues: next(),
+            native_gang_api,
             source: "cluster".into(),
             stale,
         };
@@ -123,8 +134,14 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
 }
 
 /// A hash of what [`Inventory::summary`] reads: each Node's name, labels, taints,
-/// schedulability and allocatable (capacity when absent), the queues' JSON, the staleness.
-fn fingerprint(nodes: &[Arc<Node>], queues: &[Option<Vec<Value>>], stale: Option<&str>) -> u64 {
+/// schedulability and allocatable (capacity when absent), the queues' JSON, the staleness,
+/// whether the native gang API is served.
+fn fingerprint(
+    nodes: &[Arc<Node>],
+    queues: &[Option<Vec<Value>>],
+    stale: Option<&str>,
+    native_gang_api: Option<bool>,
+) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for node in nodes {
@@ -147,7 +164,28 @@ fn fingerprint(nodes: &[Arc<Node>], queues: &[Option<Vec<Value>>], stale: Option
             .hash(&mut h);
     }
     stale.hash(&mut h);
+    native_gang_api.hash(&mut h);
     h.finish()
+}
+
+/// Asks discovery about the native gang API now and every [`DISCOVERY_EVERY`]; a change of
+/// answer is published. A failed ask keeps the last answer (the Node watch, failing too,
+/// marks the view stale).
+async fn discover(client: kube::Client, pending: Shared) {
+    let mut tick = tokio::time::interval(DISCOVERY_EVERY);
+    loop {
+        tick.tick().await;
+        match native_gang_api(&client).await {
+            Ok(served) => {
+                let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                if p.native_gang_api != Some(served) {
+                    p.native_gang_api = Some(served);
+                    p.changed = true;
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "discovery of scheduling.k8s.io/v1alpha2 failed"),
+        }
+    }
 }
 
 /// The objects of a custom resource's cache; `None` while its CRD is not installed.

@@ -39,7 +39,7 @@ pub struct Plan {
 /// One change to the cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    CreatePod(Box<Pod>),
+    CreatePod(Box<NewPod>),
     DeletePod {
         name: String,
         reason: DeleteReason,
@@ -107,6 +107,42 @@ pub enum Action {
     /// Merge-patch these annotations onto the job's metadata (restart bookkeeping, see
     /// [`restart::RESTARTS_ANNOTATION`](super::restart::RESTARTS_ANNOTATION)).
     PatchJobAnnotations(BTreeMap<String, String>),
+}
+
+/// A pod to create, with what k8s-openapi's PodSpec (1.33 API) cannot carry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewPod {
+    pub pod: Pod,
+    /// `spec.schedulingGroup.podGroupName` (Kubernetes 1.36, gate GenericWorkload): the
+    /// native PodGroup the pod belongs to. Immutable, so it is set at creation or never.
+    pub scheduling_group: Option<String>,
+}
+
+impl From<Pod> for NewPod {
+    /// A pod in no native PodGroup.
+    fn from(pod: Pod) -> NewPod {
+        NewPod {
+            pod,
+            scheduling_group: None,
+        }
+    }
+}
+
+impl NewPod {
+    /// The pod as the API server is sent it: `pod` with `spec.schedulingGroup` added.
+    pub fn to_json(&self) -> Result<Value, serde_json::Error> {
+        let mut object = serde_json::to_value(&self.pod)?;
+        if let (Some(group), Some(spec)) = (
+            &self.scheduling_group,
+            object.get_mut("spec").and_then(Value::as_object_mut),
+        ) {
+            spec.insert(
+                "schedulingGroup".to_string(),
+                serde_json::json!({ "podGroupName": group }),
+            );
+        }
+        Ok(object)
+    }
 }
 
 /// Why a pod or Service is deleted; for logs, Events and metrics labels (a closed set).

@@ -18,7 +18,7 @@ use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
 use super::observe::pod_group_resource;
 use super::snapshot::JobSnapshot;
 use super::ssh_key;
-use super::Action;
+use super::{Action, NewPod};
 
 /// Field manager of every write the controller makes.
 pub const FIELD_MANAGER: &str = "gangplank-controller";
@@ -89,8 +89,11 @@ async fn apply_one(
         ..PatchParams::default()
     };
     let (what, name, result) = match action {
-        Action::CreatePod(pod) => {
-            let (name, result) = create_in(client, ns, &**pod).await;
+        Action::CreatePod(new) => {
+            let (name, result) = match new.scheduling_group {
+                None => create_in(client, ns, &new.pod).await,
+                Some(_) => create_grouped_pod(client, ns, new).await,
+            };
             ("create pod", name, result)
         }
         Action::DeletePod { name, .. } => {
@@ -216,6 +219,32 @@ async fn apply_one(
         name,
         source,
     })
+}
+
+/// A pod with fields the typed [`Pod`] cannot carry (`spec.schedulingGroup`), sent as JSON;
+/// 409 AlreadyExists counts as done, as in [`create_in`].
+async fn create_grouped_pod(
+    client: &kube::Client,
+    ns: &str,
+    new: &NewPod,
+) -> (String, Result<(), kube::Error>) {
+    let name = new.pod.metadata.name.clone().unwrap_or_default();
+    let object = new
+        .to_json()
+        .and_then(serde_json::from_value::<DynamicObject>);
+    let result = match object {
+        Ok(object) => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Pod>(&()));
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..PostParams::default()
+            };
+            api.create(&params, &object).await.map(drop)
+        }
+        Err(e) => Err(kube::Error::SerdeError(e)),
+    };
+    (name, exists_ok(result))
 }
 
 fn pod_groups(client: &kube::Client, ns: &str, api_version: &str) -> Api<DynamicObject> {

@@ -62,25 +62,33 @@ pub enum GangScheduler {
     Volcano,
     /// `scheduling.x-k8s.io/v1alpha1` PodGroups; pods use the given schedulerName.
     SchedulerPlugins { scheduler_name: String },
+    /// Kubernetes' own gang scheduling (1.36 `scheduling.k8s.io/v1alpha2` PodGroups, read by
+    /// kube-scheduler's GangScheduling plugin); pods keep their scheduler (the default one)
+    /// and name the group in `spec.schedulingGroup`.
+    Kubernetes,
 }
 
 impl GangScheduler {
-    /// Parses upstream's `--gang-scheduler-name`: `volcano` (any case) selects Volcano, any
-    /// other non-empty value scheduler-plugins with that scheduler name, empty none.
+    /// Parses upstream's `--gang-scheduler-name`: `volcano` (any case) selects Volcano,
+    /// `kubernetes` (any case) the native gang, any other non-empty value scheduler-plugins
+    /// with that scheduler name, empty none.
     pub fn from_flag(name: &str) -> Option<GangScheduler> {
         match name {
             "" => None,
             n if n.eq_ignore_ascii_case("volcano") => Some(GangScheduler::Volcano),
+            n if n.eq_ignore_ascii_case("kubernetes") => Some(GangScheduler::Kubernetes),
             n => Some(GangScheduler::SchedulerPlugins {
                 scheduler_name: n.to_string(),
             }),
         }
     }
 
-    pub fn scheduler_name(&self) -> &str {
+    /// The schedulerName pods that name none get; `None`: they keep the default scheduler.
+    pub fn scheduler_name(&self) -> Option<&str> {
         match self {
-            GangScheduler::Volcano => "volcano",
-            GangScheduler::SchedulerPlugins { scheduler_name } => scheduler_name,
+            GangScheduler::Volcano => Some("volcano"),
+            GangScheduler::SchedulerPlugins { scheduler_name } => Some(scheduler_name),
+            GangScheduler::Kubernetes => None,
         }
     }
 }

@@ -44,7 +44,7 @@ impl Expectations {
         let names: BTreeSet<String> = actions
             .iter()
             .filter_map(|a| match a {
-                Action::CreatePod(pod) => Some(&pod.metadata),
+                Action::CreatePod(new) => Some(&new.pod.metadata),
                 Action::CreateService(service) => Some(&service.metadata),
                 _ => None,
             })
@@ -91,8 +91,8 @@ mod tests {
     fn a_create_is_outstanding_until_the_cache_shows_it() {
         let expectations = Expectations::default();
         let actions = [
-            Action::CreatePod(Box::new(pod("a-worker-0"))),
-            Action::CreatePod(Box::new(pod("a-worker-1"))),
+            Action::CreatePod(Box::new(pod("a-worker-0").into())),
+            Action::CreatePod(Box::new(pod("a-worker-1").into())),
         ];
         expectations.created("uid", &actions);
         let mut observed = Observed::default();
@@ -111,7 +111,7 @@ mod tests {
         let expectations = Expectations::default();
         let mut unlabelled = pod("a-worker-0");
         unlabelled.metadata.labels = None;
-        expectations.created("uid", &[Action::CreatePod(Box::new(unlabelled))]);
+        expectations.created("uid", &[Action::CreatePod(Box::new(unlabelled.into()))]);
         assert!(expectations
             .outstanding("uid", &Observed::default())
             .is_empty());

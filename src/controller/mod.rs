@@ -66,7 +66,7 @@ pub mod ssh_key;
 pub mod status;
 pub mod watchdog;
 
-pub use action::{Action, DeleteReason, Event, EventType, Plan};
+pub use action::{Action, DeleteReason, Event, EventType, NewPod, Plan};
 pub use config::{Config, GangScheduler, StuckAction};
 pub use observed::{ClusterFacts, LauncherRbac, Observed, SshSecret};
 pub use plan::plan;

@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::action::{Action, DeleteReason, Event, Plan};
+use super::action::{Action, DeleteReason, Event, NewPod, Plan};
 use super::config::{Config, StuckAction};
 use super::deadlines::{self, Deadline};
 use super::observed::{Observed, SshSecret};
@@ -239,7 +239,12 @@ impl<'a> Planner<'a> {
                 let name = naming::replica_name(job, s.replica, index);
                 if observed.pod(&name).is_none() && !s.pods.contains_key(&index) {
                     let pod = pods::build(job, s.replica, index, self.config);
-                    self.push(Action::CreatePod(Box::new(pod)));
+                    let scheduling_group =
+                        podgroup::scheduling_group(job, self.config.gang.as_ref());
+                    self.push(Action::CreatePod(Box::new(NewPod {
+                        pod,
+                        scheduling_group,
+                    })));
                 }
                 // MPI pods share the job's one Service instead.
                 if !is_mpi && !observed.has_service(&name) {

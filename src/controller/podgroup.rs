@@ -1,8 +1,14 @@
-//! Gang scheduling: the job's PodGroup for Volcano (`scheduling.volcano.sh/v1beta1`) or
-//! scheduler-plugins (`scheduling.x-k8s.io/v1alpha1`), and the pod decoration that ties pods
-//! to it.
+//! Gang scheduling: the job's PodGroup for Volcano (`scheduling.volcano.sh/v1beta1`),
+//! scheduler-plugins (`scheduling.x-k8s.io/v1alpha1`) or Kubernetes itself
+//! (`scheduling.k8s.io/v1alpha2`, 1.36), and the pod decoration that ties pods to it.
 //!
-//! Entry points: [`desired`], [`reconcile`], [`decorate`], [`ready_for_pods`].
+//! Entry points: [`desired`], [`reconcile`], [`decorate`], [`scheduling_group`],
+//! [`ready_for_pods`], [`unschedulable_message`].
+//!
+//! The native PodGroup is standalone (no Workload): kube-scheduler reads only PodGroups, and
+//! a Workload would add a second immutable object whose only reader is a person with kubectl.
+//! Its spec is immutable, so it is created and never updated; the job's controller owner
+//! reference lets the garbage collector delete it with the job.
 //!
 //! Differences from upstream: the name carries the kind (see
 //! [`naming::pod_group_name`](super::naming::pod_group_name)); the PodGroup is updated only
@@ -26,6 +32,10 @@ use super::snapshot::{JobSnapshot, Replica};
 
 pub const VOLCANO_API: &str = "scheduling.volcano.sh/v1beta1";
 pub const SCHEDULER_PLUGINS_API: &str = "scheduling.x-k8s.io/v1alpha1";
+/// Kubernetes 1.36's PodGroup (gate GenericWorkload, `--runtime-config` to serve it).
+pub const NATIVE_API: &str = "scheduling.k8s.io/v1alpha2";
+/// The condition kube-scheduler sets on a native PodGroup after each gang scheduling cycle.
+pub const NATIVE_SCHEDULED_CONDITION: &str = "PodGroupScheduled";
 /// Volcano reads the pod's group from this annotation.
 pub const VOLCANO_GROUP_ANNOTATION: &str = "scheduling.k8s.io/group-name";
 pub const VOLCANO_TASK_ANNOTATION: &str = "volcano.sh/task-spec";
@@ -36,17 +46,57 @@ pub fn api_version(gang: &GangScheduler) -> &'static str {
     match gang {
         GangScheduler::Volcano => VOLCANO_API,
         GangScheduler::SchedulerPlugins { .. } => SCHEDULER_PLUGINS_API,
+        GangScheduler::Kubernetes => NATIVE_API,
     }
+}
+
+/// How many pods must be placed at once: `schedulingPolicy.minAvailable`, else the elastic
+/// minimum, else every pod.
+pub fn min_member(job: &JobSnapshot) -> i32 {
+    let policy = job.run_policy.scheduling_policy.as_ref();
+    policy
+        .and_then(|p| p.min_available)
+        .or_else(|| elastic::min_member(job))
+        .unwrap_or_else(|| job.total_replicas())
+}
+
+/// `schedulingPolicy.priorityClass`, else (MPIJob) the templates' priorityClassName.
+fn priority_class(job: &JobSnapshot) -> Option<String> {
+    let policy = job.run_policy.scheduling_policy.as_ref();
+    policy
+        .and_then(|p| p.priority_class.clone())
+        .filter(|p| !p.is_empty())
+        .or_else(|| mpi::template_priority_class(job))
 }
 
 /// The PodGroup the job should have. `existing` is the observed one: a Volcano queue is
 /// immutable once set, so an existing PodGroup keeps its queue.
 pub fn desired(job: &JobSnapshot, gang: &GangScheduler, existing: Option<&Value>) -> Value {
+    let spec = match gang {
+        GangScheduler::Kubernetes => native_spec(job),
+        _ => member_spec(job, gang, existing),
+    };
+    json!({
+        "apiVersion": api_version(gang),
+        "kind": "PodGroup",
+        "metadata": {
+            "name": naming::pod_group_name(job),
+            "namespace": job.namespace,
+            "annotations": job.annotations,
+            "ownerReferences": [naming::owner_reference(job)],
+        },
+        "spec": spec,
+    })
+}
+
+/// Volcano's and scheduler-plugins' spec: `minMember`, `minResources` and each one's extras.
+fn member_spec(
+    job: &JobSnapshot,
+    gang: &GangScheduler,
+    existing: Option<&Value>,
+) -> Map<String, Value> {
     let policy = job.run_policy.scheduling_policy.clone().unwrap_or_default();
-    let min_member = policy
-        .min_available
-        .or_else(|| elastic::min_member(job))
-        .unwrap_or_else(|| job.total_replicas());
+    let min_member = min_member(job);
     let min_resources = match &policy.min_resources {
         Some(r) => json!(r),
         None => json!(computed_min_resources(job, min_member)),
@@ -65,11 +115,7 @@ pub fn desired(job: &JobSnapshot, gang: &GangScheduler, existing: Option<&Value>
                 .or_else(|| mpi::volcano_queue_annotation(job))
                 .unwrap_or_else(|| "default".to_string());
             spec.insert("queue".into(), json!(queue));
-            let priority_class = policy
-                .priority_class
-                .filter(|p| !p.is_empty())
-                .or_else(|| mpi::template_priority_class(job));
-            if let Some(pc) = priority_class {
+            if let Some(pc) = priority_class(job) {
                 spec.insert("priorityClassName".into(), json!(pc));
             }
         }
@@ -78,21 +124,30 @@ pub fn desired(job: &JobSnapshot, gang: &GangScheduler, existing: Option<&Value>
                 spec.insert("scheduleTimeoutSeconds".into(), json!(t));
             }
         }
+        GangScheduler::Kubernetes => {}
     }
-    json!({
-        "apiVersion": api_version(gang),
-        "kind": "PodGroup",
-        "metadata": {
-            "name": naming::pod_group_name(job),
-            "namespace": job.namespace,
-            "annotations": job.annotations,
-            "ownerReferences": [naming::owner_reference(job)],
-        },
-        "spec": spec,
-    })
+    spec
 }
 
-/// The action that makes the observed PodGroup the desired one, if any.
+/// A native PodGroup's spec: a gang of [`min_member`] (the API requires at least 1) and the
+/// job's PriorityClass. kube-apiserver drops `priorityClassName` unless the
+/// WorkloadAwarePreemption gate is on, and its Priority admission plugin then fills in
+/// `priority` from the class; `priority` is never written here (the plugin refuses a value
+/// that differs from the class's).
+fn native_spec(job: &JobSnapshot) -> Map<String, Value> {
+    let mut spec = Map::new();
+    spec.insert(
+        "schedulingPolicy".into(),
+        json!({"gang": {"minCount": min_member(job).max(1)}}),
+    );
+    if let Some(pc) = priority_class(job) {
+        spec.insert("priorityClassName".into(), json!(pc));
+    }
+    spec
+}
+
+/// The action that makes the observed PodGroup the desired one, if any. A native PodGroup's
+/// spec is immutable, so one that exists is left as it is.
 pub fn reconcile(
     job: &JobSnapshot,
     gang: &GangScheduler,
@@ -101,6 +156,7 @@ pub fn reconcile(
     let want = desired(job, gang, existing);
     match existing {
         None => Some(Action::CreatePodGroup(want)),
+        Some(_) if *gang == GangScheduler::Kubernetes => None,
         Some(pg) => {
             let (have, spec) = (pg.get("spec"), want.get("spec"));
             let differs = spec.and_then(Value::as_object).is_some_and(|s| {
@@ -118,10 +174,11 @@ pub fn reconcile(
 
 /// Whether pods may be created: Volcano admits a PodGroup (phase past Pending) only when the
 /// whole gang fits its queue; creating pods before that only fills the node with Pending
-/// pods. scheduler-plugins never holds pods back.
+/// pods. scheduler-plugins never holds pods back, and kube-scheduler holds a native gang's
+/// pods itself (PreEnqueue) until the PodGroup and `minCount` pods exist.
 pub fn ready_for_pods(gang: &GangScheduler, existing: Option<&Value>) -> bool {
     match gang {
-        GangScheduler::SchedulerPlugins { .. } => true,
+        GangScheduler::SchedulerPlugins { .. } | GangScheduler::Kubernetes => true,
         GangScheduler::Volcano => {
             let phase = existing
                 .and_then(|pg| pg.pointer("/status/phase"))
@@ -132,15 +189,24 @@ pub fn ready_for_pods(gang: &GangScheduler, existing: Option<&Value>) -> bool {
     }
 }
 
-/// Message of the PodGroup's `Unschedulable` condition, when it has one that is True.
+/// `<reason>: <message>` of the PodGroup's condition saying it cannot be placed: Volcano's
+/// `Unschedulable` when True, or the native `PodGroupScheduled` when False (reason
+/// `Unschedulable` or `SchedulerError`).
 pub fn unschedulable_message(pod_group: Option<&Value>) -> Option<String> {
     pod_group?
         .pointer("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| {
-            c.get("type").and_then(Value::as_str) == Some("Unschedulable")
-                && c.get("status").and_then(Value::as_str) == Some("True")
+            let (kind, status) = (
+                c.get("type").and_then(Value::as_str),
+                c.get("status").and_then(Value::as_str),
+            );
+            matches!(
+                (kind, status),
+                (Some("Unschedulable"), Some("True"))
+                    | (Some(NATIVE_SCHEDULED_CONDITION), Some("False"))
+            )
         })
         .map(|c| {
             let text = |k| c.get(k).and_then(Value::as_str).unwrap_or_default();
@@ -154,6 +220,7 @@ pub fn unschedulable_message(pod_group: Option<&Value>) -> Option<String> {
 
 /// Ties a pod to the job's PodGroup: schedulerName (only if the template sets none; upstream
 /// keeps a user's choice) and the group annotation (Volcano) or label (scheduler-plugins).
+/// A native gang's pods keep their scheduler; their tie is [`scheduling_group`].
 pub fn decorate(
     job: &JobSnapshot,
     replica: &Replica,
@@ -161,13 +228,13 @@ pub fn decorate(
     meta: &mut ObjectMeta,
     spec: &mut PodSpec,
 ) {
-    if spec
+    let unnamed = spec
         .scheduler_name
         .as_deref()
         .unwrap_or_default()
-        .is_empty()
-    {
-        spec.scheduler_name = Some(gang.scheduler_name().to_string());
+        .is_empty();
+    if let (true, Some(name)) = (unnamed, gang.scheduler_name()) {
+        spec.scheduler_name = Some(name.to_string());
     }
     let group = naming::pod_group_name(job);
     match gang {
@@ -181,7 +248,13 @@ pub fn decorate(
                 .get_or_insert_with(BTreeMap::new)
                 .insert(SCHEDULER_PLUGINS_GROUP_LABEL.to_string(), group);
         }
+        GangScheduler::Kubernetes => {}
     }
+}
+
+/// The pods' `spec.schedulingGroup.podGroupName`: the job's PodGroup, for the native gang.
+pub fn scheduling_group(job: &JobSnapshot, gang: Option<&GangScheduler>) -> Option<String> {
+    (gang == Some(&GangScheduler::Kubernetes)).then(|| naming::pod_group_name(job))
 }
 
 /// Requests (limits where a resource has no request) of the first `min_member` pods, in

@@ -102,7 +102,8 @@ async fn run_kind(
         controller = controller.owns_stream(stream);
     }
     // A PodGroup the scheduler admits (Volcano: phase leaves Pending) is what lets the pods
-    // be created: watch them, as upstream does, rather than wait for a resync.
+    // be created, and a native one's PodGroupScheduled condition is what the watchdog
+    // reports: watch them, as upstream does, rather than wait for a resync.
     if let Some(gang) = &context.config.gang {
         let groups = pod_group_resource(podgroup::api_version(gang));
         let api: Api<DynamicObject> = Api::all_with(context.client.clone(), &groups);

@@ -211,7 +211,8 @@ pub fn created(job: &Job) -> Observed {
     let mut observed = Observed::default();
     for a in first.actions {
         match a {
-            Action::CreatePod(mut pod) => {
+            Action::CreatePod(new) => {
+                let mut pod = new.pod;
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 pod.metadata.uid = Some(format!("uid-{name}"));
                 pod.metadata.creation_timestamp = Some(time(0));
@@ -219,7 +220,7 @@ pub fn created(job: &Job) -> Observed {
                     phase: Some("Pending".into()),
                     ..PodStatus::default()
                 });
-                observed.pods.push(*pod);
+                observed.pods.push(pod);
             }
             Action::CreateService(svc) => observed.services.push(*svc),
             _ => {}
@@ -363,7 +364,7 @@ pub fn created_pods(plan: &Plan) -> Vec<&Pod> {
     plan.actions
         .iter()
         .filter_map(|a| match a {
-            Action::CreatePod(p) => Some(&**p),
+            Action::CreatePod(p) => Some(&p.pod),
             _ => None,
         })
         .collect()
@@ -460,7 +461,7 @@ pub fn action_list(actions: &[Action]) -> Vec<String> {
             Action::UpdateConfigMap { name, .. } => format!("update configmap {name}"),
             Action::CreateSshSecret(s) => format!("secret {}", name(&s.metadata.name)),
             Action::CreateService(s) => format!("service {}", name(&s.metadata.name)),
-            Action::CreatePod(p) => format!("pod {}", name(&p.metadata.name)),
+            Action::CreatePod(p) => format!("pod {}", name(&p.pod.metadata.name)),
             Action::DeletePod { name, .. } => format!("delete pod {name}"),
             Action::DeleteService { name, .. } => format!("delete service {name}"),
             Action::CreateServiceAccount(a) => format!("serviceaccount {}", name(&a.metadata.name)),

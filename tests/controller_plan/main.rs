@@ -11,6 +11,7 @@ mod elastic;
 mod env;
 mod mpi;
 mod mpi_v1;
+mod native_gang;
 mod objects;
 mod podgroup;
 mod status_rules;

@@ -107,6 +107,12 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
             &["podgroups"],
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
+        // The native PodGroup's spec is immutable: never patched.
+        (
+            "scheduling.k8s.io",
+            &["podgroups"],
+            &["get", "list", "watch", "create", "delete"],
+        ),
     ]);
     assert_eq!(grants(one(manifests, "ClusterRole")), cluster);
     let leases = expected(&[(

@@ -176,6 +176,7 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
             {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": ["list", "watch"]},
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["list", "watch"]},
+            {"nonResourceURLs": ["/apis/scheduling.k8s.io/v1alpha2"], "verbs": ["get"]},
         ])
     );
     let binding = find(&with_inventory, "ClusterRoleBinding", "gangplank-webhook");

@@ -1,0 +1,302 @@
+//! Kubernetes' native gang (`--gang-scheduler kubernetes`, 1.36 `scheduling.k8s.io/v1alpha2`):
+//! the standalone PodGroup, pods tied to it by `spec.schedulingGroup`, and the watchdog
+//! reading its `PodGroupScheduled` condition.
+
+use gangplank::controller::{Action, Config, GangScheduler, NewPod, Observed};
+use serde_json::{json, Value};
+
+use crate::fixtures::*;
+
+fn native() -> Config {
+    Config {
+        gang: Some(GangScheduler::Kubernetes),
+        ..Config::default()
+    }
+}
+
+fn created_group(actions: &[Action]) -> Value {
+    let found = actions.iter().find_map(|a| match a {
+        Action::CreatePodGroup(pg) => Some(pg.clone()),
+        _ => None,
+    });
+    found.unwrap_or_else(|| panic!("no PodGroup created: {actions:?}"))
+}
+
+fn new_pods(actions: &[Action]) -> Vec<&NewPod> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreatePod(new) => Some(&**new),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The native PodGroup as kube-apiserver returns it: spec as written, `status` as given.
+fn existing(spec: Value, status: Value) -> Option<Value> {
+    Some(json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "mnist-pytorchjob", "creationTimestamp": "2023-11-14T22:13:20Z"},
+        "spec": spec,
+        "status": status,
+    }))
+}
+
+#[test]
+fn the_flag_kubernetes_selects_the_native_gang() {
+    assert_eq!(
+        GangScheduler::from_flag("kubernetes"),
+        Some(GangScheduler::Kubernetes)
+    );
+    assert_eq!(
+        GangScheduler::from_flag("Kubernetes"),
+        Some(GangScheduler::Kubernetes)
+    );
+    assert_eq!(GangScheduler::Kubernetes.scheduler_name(), None);
+}
+
+#[test]
+fn native_pod_group_is_a_standalone_gang_of_every_pod_owned_by_the_job() {
+    let job = pytorch_job(1, 3).with_gpus(8);
+    let plan = job.plan_with(&Observed::default(), 0, &native());
+    let pg = created_group(&plan.actions);
+    assert_eq!(pg["apiVersion"], "scheduling.k8s.io/v1alpha2");
+    assert_eq!(pg["kind"], "PodGroup");
+    assert_eq!(pg["metadata"]["name"], "mnist-pytorchjob");
+    assert_eq!(pg["metadata"]["namespace"], "team-a");
+    assert_eq!(
+        pg["metadata"]["ownerReferences"],
+        json!([{
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mnist", "uid": "uid-1",
+            "controller": true, "blockOwnerDeletion": true,
+        }]),
+        "the garbage collector deletes it with the job"
+    );
+    assert_eq!(
+        pg["spec"],
+        json!({"schedulingPolicy": {"gang": {"minCount": 4}}}),
+        "no Workload reference, no queue, no minResources"
+    );
+}
+
+#[test]
+fn min_count_is_min_available_else_the_elastic_minimum_and_at_least_one() {
+    let elastic = pytorch_job(1, 4).set(
+        "/spec/elasticPolicy",
+        json!({"minReplicas": 2, "maxReplicas": 8}),
+    );
+    let cases = [
+        ("every pod", pytorch_job(1, 4), 5),
+        (
+            "minAvailable",
+            pytorch_job(1, 4).run_policy("schedulingPolicy", json!({"minAvailable": 2})),
+            2,
+        ),
+        ("Master + elastic minReplicas", elastic.clone(), 3),
+        (
+            "minAvailable wins over elastic",
+            elastic.run_policy("schedulingPolicy", json!({"minAvailable": 5})),
+            5,
+        ),
+        (
+            "the API refuses minCount 0",
+            pytorch_job(1, 4).run_policy("schedulingPolicy", json!({"minAvailable": 0})),
+            1,
+        ),
+    ];
+    for (note, job, want) in cases {
+        let plan = job.plan_with(&Observed::default(), 0, &native());
+        let pg = created_group(&plan.actions);
+        assert_eq!(
+            pg["spec"]["schedulingPolicy"]["gang"]["minCount"],
+            json!(want),
+            "{note}"
+        );
+    }
+}
+
+#[test]
+fn the_jobs_priority_class_becomes_the_pod_groups() {
+    let job = pytorch_job(1, 1).run_policy(
+        "schedulingPolicy",
+        json!({"priorityClass": "high", "queue": "ignored"}),
+    );
+    let plan = job.plan_with(&Observed::default(), 0, &native());
+    assert_eq!(
+        created_group(&plan.actions)["spec"],
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": "high"})
+    );
+}
+
+#[test]
+fn pods_follow_the_pod_group_at_once_and_name_it_in_scheduling_group() {
+    let job = pytorch_job(1, 1);
+    let plan = job.plan_with(&Observed::default(), 0, &native());
+    let list = action_list(&plan.actions);
+    let group_at = list.iter().position(|a| a.starts_with("CreatePodGroup"));
+    let first_pod = list.iter().position(|a| a.starts_with("pod "));
+    assert!(
+        group_at.is_some() && group_at < first_pod,
+        "PodGroup first, then pods in the same plan (kube-scheduler holds them until the gang is whole): {list:?}"
+    );
+    let pods = new_pods(&plan.actions);
+    assert_eq!(pods.len(), 2);
+    for new in pods {
+        assert_eq!(new.scheduling_group.as_deref(), Some("mnist-pytorchjob"));
+        let spec = new.pod.spec.clone().unwrap_or_default();
+        assert_eq!(spec.scheduler_name, None, "the default scheduler");
+        let meta = &new.pod.metadata;
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert!(!annotations.contains_key("scheduling.k8s.io/group-name"));
+        let labels = meta.labels.clone().unwrap_or_default();
+        assert!(!labels.contains_key("scheduling.x-k8s.io/pod-group"));
+        let sent = new.to_json().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            sent["spec"]["schedulingGroup"],
+            json!({"podGroupName": "mnist-pytorchjob"})
+        );
+        assert_eq!(sent["metadata"]["name"], json!(meta.name));
+    }
+}
+
+#[test]
+fn a_users_scheduler_name_is_kept_and_other_gangs_set_no_scheduling_group() {
+    let job = pytorch_job(1, 1).set(
+        "/spec/pytorchReplicaSpecs/Master/template/spec/schedulerName",
+        json!("mine"),
+    );
+    let plan = job.plan_with(&Observed::default(), 0, &native());
+    let pod = created_pod(&plan, "mnist-master-0");
+    assert_eq!(
+        pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()),
+        Some("mine")
+    );
+    let volcano = Config {
+        gang: Some(GangScheduler::Volcano),
+        ..Config::default()
+    };
+    let admitted = Observed {
+        pod_group: Some(json!({"spec": {}, "status": {"phase": "Inqueue"}})),
+        ..Observed::default()
+    };
+    for config in [Config::default(), volcano] {
+        let plan = job.plan_with(&admitted, 0, &config);
+        let pods = new_pods(&plan.actions);
+        assert!(!pods.is_empty());
+        assert!(pods.iter().all(|p| p.scheduling_group.is_none()));
+        let sent = pods[0].to_json().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sent["spec"].get("schedulingGroup"), None);
+    }
+}
+
+#[test]
+fn an_existing_native_pod_group_is_never_updated_its_spec_is_immutable() {
+    let job = pytorch_job(1, 3).run_policy(
+        "schedulingPolicy",
+        json!({"minAvailable": 3, "priorityClass": "high"}),
+    );
+    // Written with minCount 4 before minAvailable changed; the Priority admission plugin
+    // filled in `priority`.
+    let observed = Observed {
+        pod_group: existing(
+            json!({"schedulingPolicy": {"gang": {"minCount": 4}}, "priority": 1000}),
+            json!({}),
+        ),
+        ..Observed::default()
+    };
+    let plan = job.plan_with(&observed, 0, &native());
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| !matches!(a, Action::CreatePodGroup(_) | Action::UpdatePodGroup { .. })),
+        "{:?}",
+        plan.actions
+    );
+    assert_eq!(created_pod_names(&plan).len(), 4);
+}
+
+#[test]
+fn a_finished_job_deletes_its_native_pod_group() {
+    let job = pytorch_job(1, 1);
+    let mut observed = running(&job).phase("mnist-master-0", "Succeeded");
+    observed.pod_group = existing(json!({}), json!({}));
+    let plan = job.plan_with(&observed, 5, &native());
+    assert_eq!(
+        plan.actions.last(),
+        Some(&Action::DeletePodGroup {
+            api_version: "scheduling.k8s.io/v1alpha2".into(),
+            name: "mnist-pytorchjob".into()
+        })
+    );
+}
+
+const FIFTEEN_MINUTES: i64 = 15 * 60;
+
+fn scheduled(status: &str, reason: &str, message: &str) -> Value {
+    json!({"conditions": [{
+        "type": "PodGroupScheduled", "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": "2023-11-14T22:13:30Z", "observedGeneration": 1,
+    }]})
+}
+
+#[test]
+fn the_watchdog_reports_a_native_gang_the_scheduler_could_not_place_with_its_reason() {
+    let cases = [
+        (
+            "Unschedulable",
+            "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+        ),
+        (
+            "SchedulerError",
+            "failed to list node infos: snapshot is stale",
+        ),
+    ];
+    for (reason, detail) in cases {
+        let job = pytorch_job(1, 1).with_gpus(8);
+        let mut observed = created(&job);
+        observed.pod_group = existing(
+            json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+            scheduled("False", reason, detail),
+        );
+        // The pods' own FailedScheduling events come second to the gang's verdict.
+        observed.facts.failed_scheduling.insert(
+            "mnist-master-0".into(),
+            "pod group mnist-pytorchjob is unschedulable".into(),
+        );
+        let plan = job.plan_with(&observed, FIFTEEN_MINUTES, &native());
+        assert_eq!(
+            conditions(&plan).last(),
+            Some(&(
+                "Failed".to_string(),
+                "True".to_string(),
+                "PyTorchJobStartDeadlineExceeded".to_string()
+            ))
+        );
+        assert_eq!(
+            message(&plan, "Failed"),
+            format!(
+                "PyTorchJob mnist did not start within 900s: 2 pod(s) still Pending \
+                 (mnist-master-0, mnist-worker-0): PodGroup is unschedulable: {reason}: {detail}"
+            )
+        );
+    }
+}
+
+#[test]
+fn a_scheduled_native_gang_is_not_blamed_and_the_deadline_still_applies() {
+    let job = pytorch_job(1, 1);
+    let mut observed = created(&job);
+    observed.pod_group = existing(
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+        scheduled("True", "Scheduled", ""),
+    );
+    let before = job.plan_with(&observed, 100, &native());
+    assert_eq!(before.requeue_after, secs(800));
+    let plan = job.plan_with(&observed, FIFTEEN_MINUTES, &native());
+    assert_eq!(
+        message(&plan, "Failed"),
+        "PyTorchJob mnist did not start within 900s: 2 pod(s) still Pending \
+         (mnist-master-0, mnist-worker-0): the cluster reports no cause (no scheduling or image events)"
+    );
+}
