@@ -1,19 +1,40 @@
-# Capacity: refuse, at apply time, a gang the cluster can never place.
+# Capacity: refuse, at apply time, a gang kube-scheduler can never place; warn when it may not.
 #
 # Reads data.cluster, the Node inventory (present when `serve` reaches a cluster, or with
 # `check --cluster FILE`; without it this policy says nothing). Nodes come grouped into
 # classes of identical nodes (labels apart from the hostname, NoSchedule/NoExecute taints,
-# extended resources), so the cost does not grow with the node count.
+# the allocatable amount of every resource), so the cost does not grow with the node count.
+# A cordoned node is a class with the taint node.kubernetes.io/unschedulable:NoSchedule: a
+# pod that tolerates it may go there (kube-scheduler's NodeUnschedulable plugin).
 #
-# For every replica type that asks for GPUs or MIG slices, the schedulable nodes its pods
-# may land on are those whose labels satisfy the pod's nodeSelector and whose taints the pod
-# tolerates (node affinity is not evaluated). On those, the pods are packed node by node:
-# a node with 8 GPUs holds one pod of 5 GPUs, not 1.6. Replica types asking for the same
-# resources with the same selector and tolerations share nodes and are counted together.
-# Refused: a pod larger than every matching node, a gang (its minAvailable pods) that the
-# matching nodes cannot hold all at once, and pods no schedulable node matches at all. The
-# demand and the capacity are in the message. Capacity is what nodes have, not what is
-# free now: a refused job could never run here; an admitted one may still queue.
+# What a pod needs: every resource it requests (input.job.replicas[].podRequests: cpu,
+# memory, GPUs, MIG slices, any extended resource, by Kubernetes' effective request rule)
+# plus one of the node's `pods`. The nodes a replica type reaches are those whose labels
+# satisfy its nodeSelector and whose taints it tolerates (node affinity, pod (anti-)affinity,
+# topology spread and host ports are not evaluated). A node holds floor(allocatable /
+# request) pods of one size, the scarcest resource deciding: 8 GPUs hold one pod of 5.
+#
+# Groups: replica types with the same per-pod demand and the same reachable nodes are one
+# group (Master and Worker alike are counted together).
+#   - A group whose nodes no other group reaches is decided exactly: it fits iff the sum over
+#     its nodes of the pods each holds is at least its pods, whatever order kube-scheduler
+#     places them in.
+#   - Groups sharing nodes are refused when a necessary condition fails: a group does not fit
+#     alone; for some set of groups and some resource, their summed requests exceed what all
+#     the nodes any of them reaches have; for groups of one pod size, Hall's condition on the
+#     pods those nodes hold. They are admitted when each group fits even after the others
+#     took the most room they can take from its nodes (kube-scheduler then places every pod
+#     in any order). Otherwise the verdict depends on kube-scheduler's one-pass greedy order
+#     (a Master without a nodeSelector may take the A100 node the Workers need; pods of
+#     different sizes spread by LeastAllocated fragment the nodes): a warning names the
+#     replica types and the fix, and nothing is refused.
+#   - schedulingPolicy.minAvailable below the total: the gang starts once that many pods run.
+#     Refused when even the best choice cannot fit (each group at most what it holds alone);
+#     admitted when that many are sure to be placed in any order; else a warning. Pods no node
+#     can take are then a warning, not a refusal: the gang may start without them.
+# Capacity is what nodes have, not what is free now: a refused job could never run here; an
+# admitted one may still queue. Not modelled, by design: the node lifecycle controller's
+# condition taints (not-ready, pressure), which pass; pods already running.
 package gangplank.policies.capacity
 
 import rego.v1
@@ -22,13 +43,14 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Gangs the cluster can hold",
-	"description": "With a cluster inventory (data.cluster), refuses pods larger than every schedulable node their nodeSelector and tolerations allow, gangs (minAvailable pods) that those nodes cannot hold at once when packed node by node, and pods no schedulable node matches; messages give demand and capacity.",
+	"description": "With a cluster inventory (data.cluster), refuses pods larger than every node their nodeSelector and tolerations allow (cpu, memory, GPUs, MIG, extended resources, pods), gangs (minAvailable pods) that those nodes cannot hold at once, and pods no node matches; warns when the gang fits but kube-scheduler's one-pass order may not find the placement. Messages give demand and capacity.",
 	"action": "deny",
 	"params": {
 		# Share of a matching node class's capacity a gang may count on (0 < f <= 1): below
 		# 1 keeps headroom for system pods and other tenants.
 		"capacityFraction": 1,
-		# Also refuse replicas without GPUs whose nodeSelector/tolerations match no node.
+		# Also check replicas without extended resources (cpu/memory only): their
+		# nodeSelector/tolerations must match a node, and they take room from the others.
 		"checkCpuReplicas": true,
 	},
 }
@@ -36,6 +58,8 @@ meta := {
 params := data.params.capacity
 
 cluster := data.cluster
+
+classes := cluster.node_classes
 
 stale_note := lib.inventory_stale_note
 
@@ -45,26 +69,34 @@ inventory_known if {
 	cluster.node_count > 0
 }
 
-# Per pod of replica r: resource -> amount, over regular containers. MIG resources that no
-# node advertises are left to the mig_inventory policy, which says what the nodes offer.
-demand(r) := {name: total |
-	some c in r.containers
-	some g in c.gpuResources
-	name := g.name
-	counted(name)
-	total := sum([lib.gpu_amount(h) | some d in r.containers; some h in d.gpuResources; h.name == name])
-	total > 0
-}
+# Per pod of replica r: resource -> amount, plus the pod itself. MIG resources that no node
+# advertises are left to the mig_inventory policy, which says what the nodes offer.
+demand(r) := object.union({name: n | some name, n in r.podRequests; counted(name)}, {"pods": 1})
 
 counted(name) if not startswith(name, "nvidia.com/mig-")
 
 counted(name) if cluster.resources[name]
 
-# Computed once per evaluation, by replica key: functions with arguments are not memoised,
-# and the node classes below are walked once per replica type, not once per question.
+# Computed once per evaluation, by replica key: functions with arguments are not memoised.
 demands := {r.key: demand(r) | some r in input.job.replicas}
 
-gpu_replicas := [r | some r in input.job.replicas; count(demands[r.key]) > 0]
+# Replica types that ask for an extended resource (GPUs, MIG slices, RDMA, ...).
+extended(r) if {
+	some name, _ in demands[r.key]
+	contains(name, "/")
+}
+
+checked(r) if extended(r)
+
+checked(r) if params.checkCpuReplicas
+
+# The replica types whose pods are counted.
+placed := [r | some r in input.job.replicas; r.replicas > 0; checked(r)]
+
+# Pods left out of the count (checkCpuReplicas off): assumed to find room.
+unchecked_pods := sum([r.replicas | some r in input.job.replicas; r.replicas > 0; not checked(r)])
+
+total_pods := sum([r.replicas | some r in input.job.replicas; r.replicas > 0])
 
 # The node class admits the pods of r: labels satisfy the nodeSelector, taints are tolerated.
 matches(r, class) if {
@@ -112,55 +144,149 @@ effect_matches(t, _) if object.get(t, "effect", "") == ""
 
 effect_matches(t, taint) if t.effect == taint.effect
 
-# By replica key: the node classes its pods may use, each with its size, how many pods of
-# that type one of its nodes holds, and its allocatable resources.
-reach := {r.key: fits |
-	some r in input.job.replicas
-	fits := [fit |
-		some c in cluster.node_classes
-		matches(r, c)
-		fit := {"size": c.size, "per_node": per_node(demands[r.key], c.allocatable), "allocatable": c.allocatable}
-	]
-}
+# By replica key: the indices of the node classes its pods may use.
+reach := {r.key: {i | some i, c in classes; matches(r, c)} | some r in input.job.replicas}
+
+# Whether a node with `allocatable` limits resource `name`: a node that reports no `pods`
+# (hand-written snapshots) is not limited by pod count; kubelets always report it.
+limits(_, name) if name != "pods"
+
+limits(allocatable, "pods") if allocatable.pods
+
+# More pods than the gang has: what "no limit" means here.
+unbounded := total_pods + 1
 
 # Pods asking for `d` one node with `allocatable` holds: the scarcest resource decides.
-per_node(d, allocatable) := 0 if {
-	count(d) == 0
-} else := min([floor(object.get(allocatable, name, 0) / n) | some name, n in d])
+per_node(d, allocatable) := max([0, min(array.concat([unbounded], [floor(object.get(allocatable, name, 0) / n) |
+	some name, n in d
+	limits(allocatable, name)
+]))])
 
-# Pods of r the matching nodes hold at once, within capacityFraction.
-placeable(r) := floor(params.capacityFraction * sum([n | some f in reach[r.key]; n := f.size * f.per_node]))
+# Groups: replica types with the same demand and the same reachable classes, in a fixed
+# order. Each carries its members, pods, and the pods one node of each reachable class holds.
+group_keys := sort([k | some k in {{"demand": demands[r.key], "reach": reach[r.key]} | some r in placed}])
 
-matching_nodes(r) := sum([f.size | some f in reach[r.key]])
+groups := [g |
+	some key in group_keys
+	members := [r | some r in placed; demands[r.key] == key.demand; reach[r.key] == key.reach]
+	g := {
+		"demand": key.demand,
+		"reach": key.reach,
+		"members": members,
+		"pods": sum([r.replicas | some r in members]),
+		"per_node": {i: per_node(key.demand, classes[i].allocatable) | some i in key.reach},
+	}
+]
 
-shown_demand(r) := concat(" + ", [sprintf("%d %s", [n, name]) | some name, n in demands[r.key]])
+group_of := {r.key: i | some i, g in groups; some r in g.members}
 
-# The largest amount of each demanded resource on one matching node.
-largest(r) := concat(", ", [sprintf("%d %s", [m, name]) |
-	some name, _ in demands[r.key]
-	m := max(array.concat([0], [object.get(f.allocatable, name, 0) | some f in reach[r.key]]))
+# Pods of group g that the classes `within` (indices) hold at once, within capacityFraction.
+slots(g, within) := floor(params.capacityFraction * sum([n |
+	some i in within
+	n := classes[i].size * g.per_node[i]
+]))
+
+alone := [slots(g, g.reach) | some g in groups]
+
+# Whether group i fits its nodes when no other group is there.
+fits_alone(i) if groups[i].pods <= alone[i]
+
+# --- What other groups can take from group i's nodes (the any-order guarantee). ---
+
+# By group: the other groups that reach one of its classes.
+overlaps := [[j | some j, h in groups; j != i; count(h.reach & g.reach) > 0] | some i, g in groups]
+
+others(i) := overlaps[i]
+
+# Each pod of h on a node takes room for at most w pods of g there (per resource, rounded up;
+# this bound adds up over any mix of pods).
+weight(h, g) := max([ceil(object.get(h.demand, name, 0) / n) | some name, n in g.demand])
+
+linear_bound(i) := sum([n |
+	some j in others(i)
+	h := groups[j]
+	n := weight(h, groups[i]) * min([h.pods, slots(h, h.reach & groups[i].reach)])
 ])
+
+# On one node of class c, the others can put at most min(pods, what the node holds) each;
+# the room for g that load leaves is a lower bound, so the loss per node is an upper bound.
+loss_per_node(i, c) := max([0, groups[i].per_node[c] - per_node(groups[i].demand, left)]) if {
+	load := [{"pods": min([h.pods, h.per_node[c]]), "demand": h.demand} |
+		some j in others(i)
+		h := groups[j]
+		c in h.reach
+	]
+	left := {name: n |
+		some name, _ in groups[i].demand
+		limits(classes[c].allocatable, name)
+		n := object.get(classes[c].allocatable, name, 0) - sum([x | some l in load; x := l.pods * object.get(l.demand, name, 0)])
+	}
+}
+
+node_bound(i) := sum([n |
+	some c in groups[i].reach
+	foreign := sum([h.pods | some j in others(i); h := groups[j]; c in h.reach])
+	n := min([classes[c].size, foreign]) * loss_per_node(i, c)
+])
+
+shared_bound(i) := slots(groups[i], groups[i].reach & union({groups[j].reach | some j in others(i)}))
+
+# Room for group i's pods the other groups may take, at most.
+interference := [n | some i, _ in groups; n := interference_of(i)]
+
+interference_of(i) := 0 if {
+	count(overlaps[i]) == 0
+} else := min([linear_bound(i), node_bound(i), shared_bound(i)])
+
+# Pods of group i kube-scheduler places whatever the order.
+sure := [max([0, min([g.pods, alone[i] - interference[i]])]) | some i, g in groups]
+
+# --- Words. ---
+
+shown_demand(d) := concat(" + ", [amount(name, n) | some name, n in d; name != "pods"])
+
+amount(name, n) := sprintf("%d %s", [n / 1000, name]) if {
+	name == "cpu"
+	n % 1000 == 0
+} else := sprintf("%dm %s", [n, name]) if {
+	name == "cpu"
+} else := sprintf("%s %s", [bytes(n), name]) if {
+	byte_resource(name)
+} else := sprintf("%d %s", [n, name])
+
+byte_resource(name) if name in {"memory", "ephemeral-storage"}
+
+byte_resource(name) if startswith(name, "hugepages-")
+
+bytes(n) := sprintf("%dGi", [n / 1073741824]) if {
+	n % 1073741824 == 0
+} else := sprintf("%dMi", [n / 1048576]) if {
+	n % 1048576 == 0
+} else := sprintf("%dKi", [n / 1024]) if {
+	n % 1024 == 0
+} else := sprintf("%d", [n])
+
+# The largest amount of each demanded resource on one node of `within`.
+largest(d, within) := concat(", ", [amount(name, m) |
+	some name, _ in d
+	name != "pods"
+	m := max(array.concat([0], [object.get(classes[c].allocatable, name, 0) | some c in within]))
+])
+
+nodes_in(within) := sum([classes[c].size | some c in within])
 
 # Which nodes the pods may use, in words.
 selection(r) := "nodeSelector: none" if {
 	count(r.nodeSelector) == 0
 } else := sprintf("nodeSelector: %v", [r.nodeSelector])
 
-# Matching nodes with room for at least one pod of r.
-fitting_nodes(r) := sum([f.size | some f in reach[r.key]; f.per_node > 0])
+group_names(g) := concat(" + ", [sprintf("%d %s", [r.replicas, r.type]) | some r in g.members])
 
-# Replica types that share nodes: same demand, selector and tolerations.
-signature(r) := {"demand": demands[r.key], "selector": r.nodeSelector, "tolerations": r.tolerations}
+type_names(g) := concat(" and ", [r.type | some r in g.members])
 
-groups contains signature(r) if some r in gpu_replicas
-
-group_members(sig) := [r | some r in gpu_replicas; signature(r) == sig]
-
-group_pods(sig) := sum([r.replicas | some r in group_members(sig)])
-
-group_names(sig) := concat(" + ", [sprintf("%d %s", [r.replicas, r.type]) | some r in group_members(sig)])
-
-total_pods := sum([r.replicas | some r in input.job.replicas])
+fraction_note := "" if {
+	params.capacityFraction == 1
+} else := sprintf(", counting %v of their capacity", [params.capacityFraction])
 
 # The gang's minimum when schedulingPolicy.minAvailable asks for fewer than all pods.
 min_available := n if {
@@ -169,50 +295,193 @@ min_available := n if {
 	n < total_pods
 }
 
+# --- Refusals. ---
+
+# Pods no node may take. With minAvailable below the total they only warn (below).
 violation contains {"path": lib.ptr(r.podSpecPath, "nodeSelector"), "msg": msg} if {
 	inventory_known
-	some r in input.job.replicas
-	checked_for_selection(r)
-	matching_nodes(r) == 0
-	msg := sprintf("%s pods match no schedulable node: none of the cluster's %d nodes (%d cordoned) fits %s with taints the pods tolerate (tolerations: %v)%s", [r.type, cluster.node_count, cluster.unschedulable_nodes, selection(r), r.tolerations, stale_note])
+	not min_available
+	some r in placed
+	count(reach[r.key]) == 0
+	msg := unmatched_msg(r)
 }
 
-checked_for_selection(r) if count(demands[r.key]) > 0
-
-checked_for_selection(r) if params.checkCpuReplicas
+unmatched_msg(r) := sprintf("%s pods match no schedulable node: none of the cluster's %d nodes (%d cordoned) fits %s with taints the pods tolerate (tolerations: %v)%s", [r.type, cluster.node_count, cluster.unschedulable_nodes, selection(r), r.tolerations, stale_note])
 
 violation contains {"path": r.podSpecPath, "msg": msg} if {
 	inventory_known
-	some r in gpu_replicas
-	matching_nodes(r) > 0
-	placeable_per_node_max(r) == 0
-	msg := sprintf("a %s pod asks for %s; no schedulable node it may use has that much (%d such nodes: %s; taints tolerated; the largest has %s)%s", [r.type, shown_demand(r), matching_nodes(r), selection(r), largest(r), stale_note])
+	not min_available
+	some r in placed
+	too_large(r)
+	msg := too_large_msg(r)
 }
 
-placeable_per_node_max(r) := max([f.per_node | some f in reach[r.key]])
+too_large(r) if {
+	count(reach[r.key]) > 0
+	max([n | some n in groups[group_of[r.key]].per_node]) == 0
+}
+
+too_large_msg(r) := sprintf("a %s pod asks for %s; no schedulable node it may use has that much (%d such nodes: %s; taints tolerated; the largest has %s)%s", [r.type, shown_demand(demands[r.key]), nodes_in(reach[r.key]), selection(r), largest(demands[r.key], reach[r.key]), stale_note])
 
 # Without minAvailable below the total, every pod of a group must fit at once.
 violation contains {"path": r.path, "msg": msg} if {
 	inventory_known
 	not min_available
-	some sig in groups
-	members := group_members(sig)
-	r := members[0]
-	placeable_per_node_max(r) > 0
-	group_pods(sig) > placeable(r)
-	msg := sprintf("the gang needs %s pods of %s each at once; %d schedulable nodes can take such a pod (%s; taints tolerated) and together they hold %d of them (at most %s per node, pods packed node by node%s)%s", [group_names(sig), shown_demand(r), fitting_nodes(r), selection(r), placeable(r), largest(r), fraction_note, stale_note])
+	some i, g in groups
+	r := g.members[0]
+	max([n | some n in g.per_node]) > 0
+	not fits_alone(i)
+	fitting := sum([classes[c].size | some c, n in g.per_node; n > 0])
+	msg := sprintf("the gang needs %s pods of %s each at once; %d schedulable nodes can take such a pod (%s; taints tolerated) and together they hold %d of them (at most %s per node, pods packed node by node%s)%s", [group_names(g), shown_demand(g.demand), fitting, selection(r), alone[i], largest(g.demand, g.reach), fraction_note, stale_note])
 }
 
-# With minAvailable, the gang starts once that many pods run: count what each type can place.
+# Sets of two or more groups (by bit mask over `groups`) that share nodes, for the joint
+# conditions; up to 6 groups (63 sets; a kind has at most 5 replica types).
+joint_sets contains m if {
+	n := count(groups)
+	n >= 2
+	n <= 6
+	some m in numbers.range(3, bits.lsh(1, n) - 1)
+	members := set_members(m)
+	count(members) >= 2
+	every i in members { count(overlaps[i]) > 0 }
+}
+
+set_members(m) := [i | some i, _ in groups; bits.and(m, bits.lsh(1, i)) != 0]
+
+# Per joint set: its groups, the classes any of them reaches, and what falls short there.
+joint := {m: {"members": members, "reach": within, "short": short, "hall": hall} |
+	some m in joint_sets
+	members := set_members(m)
+	every i in members { fits_alone(i) }
+	within := union({groups[i].reach | some i in members})
+	short := [s |
+		some name in {k | some i in members; some k, _ in groups[i].demand}
+		limited(within, name)
+		need := sum([x | some i in members; x := groups[i].pods * object.get(groups[i].demand, name, 0)])
+		have := floor(params.capacityFraction * sum([x | some c in within; x := classes[c].size * object.get(classes[c].allocatable, name, 0)]))
+		need > have
+		s := {"name": name, "need": need, "have": have}
+	]
+	hall := hall_short(members, within)
+}
+
+limited(within, name) if {
+	every c in within { limits(classes[c].allocatable, name) }
+}
+
+# Groups of one pod size: the pods the shared nodes hold (Hall's condition on node slots).
+hall_short(members, within) := {"need": need, "have": have} if {
+	d := groups[members[0]].demand
+	every i in members { groups[i].demand == d }
+	need := sum([groups[i].pods | some i in members])
+	have := floor(params.capacityFraction * sum([x | some c in within; x := classes[c].size * per_node(d, classes[c].allocatable)]))
+	need > have
+} else := null
+
+failing_sets := {m | some m, j in joint; joint_failure(j)}
+
+joint_failure(j) if count(j.short) > 0
+
+joint_failure(j) if j.hall != null
+
+# Only the smallest failing sets are reported: a larger one fails because of them.
+violation contains {"path": groups[j.members[0]].members[0].path, "msg": msg} if {
+	inventory_known
+	not min_available
+	some m in failing_sets
+	not smaller_failing(m)
+	j := joint[m]
+	gs := [groups[i] | some i in j.members]
+	msg := sprintf("the gang needs %s pods at once (%s); each type fits its nodes alone, but together they need %s, and the %d nodes any of them may use have %s%s%s", [
+		concat(" + ", [group_names(g) | some g in gs]),
+		concat("; ", [sprintf("%s: %s each, %s", [type_names(g), shown_demand(g.demand), selection(g.members[0])]) | some g in gs]),
+		joint_need(j), nodes_in(j.reach), joint_have(j), fraction_note, stale_note,
+	])
+}
+
+smaller_failing(m) if {
+	some k in failing_sets
+	k != m
+	bits.and(k, m) == k
+}
+
+joint_need(j) := concat(", ", [amount(s.name, s.need) | some s in j.short]) if {
+	count(j.short) > 0
+} else := sprintf("room for %d pods of that size", [j.hall.need])
+
+joint_have(j) := concat(", ", [amount(s.name, s.have) | some s in j.short]) if {
+	count(j.short) > 0
+} else := sprintf("room for %d", [j.hall.have])
+
+# With minAvailable, the gang starts once that many pods run: each group places at most
+# what its nodes hold alone.
+most_placeable := unchecked_pods + sum([min([g.pods, alone[i]]) | some i, g in groups])
+
+surely_placed := unchecked_pods + sum(sure)
+
 violation contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
 	inventory_known
 	n := min_available
-	cpu_pods := sum([r.replicas | some r in input.job.replicas; count(demands[r.key]) == 0])
-	gpu_pods := sum([n | some sig in groups; n := min([group_pods(sig), placeable(group_members(sig)[0])])])
-	n > cpu_pods + gpu_pods
-	msg := sprintf("minAvailable is %d, but the matching nodes hold at most %d of the gang's GPU pods at once (plus %d without GPUs)%s", [n, gpu_pods, cpu_pods, stale_note])
+	n > most_placeable
+	msg := sprintf("minAvailable is %d, but the matching nodes hold at most %d of the gang's pods at once%s%s", [n, most_placeable, unchecked_note, stale_note])
 }
 
-fraction_note := "" if {
-	params.capacityFraction == 1
-} else := sprintf(", counting %v of their capacity", [params.capacityFraction])
+unchecked_note := "" if {
+	unchecked_pods == 0
+} else := sprintf(" (counting the %d pods without extended resources as placed: checkCpuReplicas is off)", [unchecked_pods])
+
+# --- Warnings: the gang fits, but kube-scheduler's order decides. ---
+
+refused if count(violation) > 0
+
+# Groups kube-scheduler may leave pods of unplaced, with what the others may take.
+unsure contains i if {
+	some i, g in groups
+	fits_alone(i)
+	sure[i] < g.pods
+}
+
+warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
+	inventory_known
+	not min_available
+	not refused
+	some i in unsure
+	g := groups[i]
+	rivals := [groups[j] | some j in others(i)]
+	msg := sprintf("kube-scheduler may not place the whole gang: the %d nodes %s pods may use (%s each, %s) hold %d of them, but %s pods may land there first and take room for up to %d, leaving %d for %d; %s%s", [
+		nodes_in(g.reach), type_names(g), shown_demand(g.demand), selection(g.members[0]), alone[i],
+		concat(" and ", [type_names(h) | some h in rivals]), interference[i], alone[i] - interference[i], g.pods,
+		fix(g, rivals), stale_note,
+	])
+}
+
+# Same size, wider reach: the others should select the same nodes (or none of these).
+fix(g, rivals) := sprintf("give %s the same nodeSelector and tolerations as %s, or ones that keep it off %s's nodes", [concat(" and ", [type_names(h) | some h in rivals]), type_names(g), type_names(g)]) if {
+	every h in rivals { h.demand == g.demand }
+} else := sprintf("the gang's pods of different sizes share %d nodes; kube-scheduler places them one at a time, spreading them, and may not find the packing: give %s a nodeSelector for nodes of their own", [nodes_in(g.reach & union({h.reach | some h in rivals})), concat(" and ", [type_names(h) | some h in rivals])])
+
+warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
+	inventory_known
+	n := min_available
+	n <= most_placeable
+	n > surely_placed
+	msg := sprintf("kube-scheduler may not place minAvailable %d pods at once: the matching nodes hold up to %d of the gang's pods, but only %d whatever the order kube-scheduler places them in (replica types share nodes); give the replica types nodes of their own (a nodeSelector) or lower minAvailable%s", [n, most_placeable, surely_placed, stale_note])
+}
+
+# With minAvailable below the total, pods no node takes do not stop the gang: say so.
+warning contains {"path": lib.ptr(r.podSpecPath, "nodeSelector"), "msg": msg} if {
+	inventory_known
+	min_available
+	some r in placed
+	count(reach[r.key]) == 0
+	msg := sprintf("%s; the gang may start without them (minAvailable %d), but they never run", [unmatched_msg(r), min_available])
+}
+
+warning contains {"path": r.podSpecPath, "msg": msg} if {
+	inventory_known
+	min_available
+	some r in placed
+	too_large(r)
+	msg := sprintf("%s; the gang may start without them (minAvailable %d), but they never run", [too_large_msg(r), min_available])
+}

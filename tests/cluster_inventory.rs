@@ -116,6 +116,44 @@ fn cordoned_nodes_and_condition_taints() {
         json!([{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]),
         "a passing condition and a soft preference do not restrict the class"
     );
+    assert_eq!(
+        summary["node_classes"][1]["taints"],
+        json!([{"key": "node.kubernetes.io/unschedulable", "value": "", "effect": "NoSchedule"}]),
+        "a cordoned node is a class that pods tolerating the cordon may use"
+    );
+    assert_eq!(
+        summary["resources"]["nvidia.com/gpu"]["total"], 8,
+        "the cordoned node's GPUs are not in the totals"
+    );
+}
+
+/// A class's allocatable is exact for every node in it: nodes that differ in cpu, memory or
+/// pods are classes of their own, in the units kube-scheduler counts (millicores, bytes).
+#[test]
+fn classes_are_split_by_every_allocatable_amount() {
+    let gpu = |name: &str, memory: &str| {
+        node(
+            name,
+            json!({"pool": "a"}),
+            json!({"cpu": "95500m", "memory": memory, "pods": "110", "nvidia.com/gpu": "8"}),
+        )
+    };
+    let summary = inventory(vec![
+        gpu("n1", "1000Gi"),
+        gpu("n2", "1000Gi"),
+        gpu("n3", "999Gi"),
+    ])
+    .summary();
+    let classes = summary["node_classes"].as_array().expect("classes");
+    assert_eq!(classes.len(), 2);
+    let big = classes
+        .iter()
+        .find(|c| c["size"] == 2)
+        .expect("the two 1000Gi nodes");
+    assert_eq!(
+        big["allocatable"],
+        json!({"cpu": 95500, "memory": 1_073_741_824_000_i64, "nvidia.com/gpu": 8, "pods": 110})
+    );
 }
 
 fn gang_of(workers: u32) -> Input {

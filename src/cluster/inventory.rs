@@ -1,6 +1,7 @@
-//! The cluster inventory as policies see it (`data.cluster`): schedulable Nodes grouped into
-//! *node classes* (same labels apart from per-node ones, same taints, same extended
-//! resources), per-resource capacity, and Volcano Queues.
+//! The cluster inventory as policies see it (`data.cluster`): Nodes grouped into *node
+//! classes* (same labels apart from per-node ones, same taints, same allocatable amount of
+//! every resource; a cordoned node is a class with the `node.kubernetes.io/unschedulable`
+//! taint), per-resource capacity, and Volcano and Kueue queues.
 //!
 //! Entry point: [`Inventory::summary`]. Grouping keeps policies cheap on big clusters: a
 //! 5,000-node cluster is usually a handful of classes (GPU model × pool), so a policy walks
@@ -18,7 +19,11 @@ use crate::controller::quantity::Nanos;
 /// Taints that report a node's passing condition (not-ready, unreachable, pressure), set and
 /// cleared by the node lifecycle controller: they say nothing about what the node can hold
 /// once it recovers, so a gang is not refused for a node that is rebooting.
+/// Policies do not model them (see policies/README.md, "Cluster inventory").
 const CONDITION_TAINT_PREFIX: &str = "node.kubernetes.io/";
+/// The taint of a cordoned node (`spec.unschedulable`), kept: kube-scheduler's
+/// NodeUnschedulable plugin places a pod that tolerates it there.
+const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 /// Labels that name one node rather than a class of nodes.
 const PER_NODE_LABELS: &[&str] = &["kubernetes.io/hostname"];
 /// The NVIDIA GPU Operator's label for the device plugin's MIG strategy.
@@ -50,16 +55,11 @@ impl Inventory {
         let mut classes: BTreeMap<String, Class> = BTreeMap::new();
         let mut unschedulable = 0;
         for node in &self.nodes {
-            let Some(class) = Class::of(node, &mut problems) else {
-                unschedulable += 1;
-                continue;
-            };
+            let class = Class::of(node, &mut problems);
+            unschedulable += usize::from(class.cordoned);
             let key = class.key();
             let name = node.metadata.name.clone().unwrap_or_default();
-            classes
-                .entry(key)
-                .or_insert(class)
-                .add(name, node, &mut problems);
+            classes.entry(key).or_insert(class).names.push(name);
         }
         let classes: Vec<&Class> = classes.values().collect();
         json!({
@@ -163,26 +163,29 @@ fn cluster_queue(q: &Value) -> Value {
     })
 }
 
-/// Nodes that a pod sees alike.
+/// Nodes that a pod sees alike: same labels (less per-node ones), same taints, and the same
+/// allocatable amount of every resource, so a class's allocatable is exact for each node in
+/// it (a pod fits one node of a class exactly when it fits all of them).
 #[derive(Debug, Clone)]
 struct Class {
     labels: BTreeMap<String, String>,
     taints: Vec<Value>,
-    /// Extended resources (`vendor/name`) per node, whole units.
-    extended: BTreeMap<String, i64>,
+    /// Allocatable per node: cpu in millicores, extended resources (`vendor/name`) in whole
+    /// units, every other resource (memory, pods, ephemeral-storage, hugepages-*) in units
+    /// (bytes), as kube-scheduler's NodeInfo counts them.
+    allocatable: BTreeMap<String, i64>,
+    /// Cordoned (`spec.unschedulable`): the class carries the taint
+    /// `node.kubernetes.io/unschedulable:NoSchedule`, which kube-scheduler's NodeUnschedulable
+    /// plugin lets a pod tolerate, and is left out of the resource totals.
+    cordoned: bool,
     names: Vec<String>,
-    /// The largest cpu (millicores) and memory (bytes) of one node of the class.
-    max_cpu_millis: i64,
-    max_memory_bytes: i64,
 }
 
 impl Class {
-    /// The class of a schedulable node; `None` for a cordoned one.
-    fn of(node: &Node, problems: &mut Vec<String>) -> Option<Class> {
+    /// The class of `node`, with the malformed quantities it has reported in `problems`.
+    fn of(node: &Node, problems: &mut Vec<String>) -> Class {
         let spec = node.spec.clone().unwrap_or_default();
-        if spec.unschedulable == Some(true) {
-            return None;
-        }
+        let cordoned = spec.unschedulable == Some(true);
         let name = node.metadata.name.clone().unwrap_or_default();
         let labels: BTreeMap<String, String> = node
             .metadata
@@ -192,75 +195,81 @@ impl Class {
             .into_iter()
             .filter(|(k, v)| !PER_NODE_LABELS.contains(&k.as_str()) && *v != name)
             .collect();
-        let taints = spec
+        let mut taints: Vec<Value> = spec
             .taints
             .unwrap_or_default()
             .into_iter()
             .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-            .filter(|t| !t.key.starts_with(CONDITION_TAINT_PREFIX))
+            .filter(|t| t.key == UNSCHEDULABLE_TAINT || !t.key.starts_with(CONDITION_TAINT_PREFIX))
             .map(
                 |t| json!({"key": t.key, "value": t.value.unwrap_or_default(), "effect": t.effect}),
             )
             .collect();
-        let mut extended = BTreeMap::new();
-        for (resource, q) in allocatable(node) {
-            if resource.contains('/') {
-                match whole(&q) {
-                    Some(n) => {
-                        extended.insert(resource, n);
-                    }
-                    None => problems.push(format!(
-                        "node {name}: allocatable {resource} {:?} is not a whole number; ignored",
-                        q.0
-                    )),
+        let cordon = json!({"key": UNSCHEDULABLE_TAINT, "value": "", "effect": "NoSchedule"});
+        if cordoned && !taints.contains(&cordon) {
+            taints.push(cordon);
+        }
+        taints.sort_by_key(Value::to_string);
+        taints.dedup();
+        let resources = allocatable(node);
+        let mut allocatable = BTreeMap::new();
+        // Extended resources first: their problems were reported first before cpu and
+        // memory were counted, and the messages keep that order.
+        let (extended, standard): (Vec<_>, Vec<_>) =
+            resources.iter().partition(|(r, _)| r.contains('/'));
+        for (resource, q) in extended {
+            match whole(q) {
+                Some(n) => {
+                    allocatable.insert(resource.clone(), n);
                 }
+                None => problems.push(format!(
+                    "node {name}: allocatable {resource} {:?} is not a whole number; ignored",
+                    q.0
+                )),
             }
         }
-        Some(Class {
+        for (resource, q) in standard {
+            let per_unit = if resource == "cpu" { NANO / 1000 } else { NANO };
+            match Nanos::parse(q).filter(|n| n.0 >= 0) {
+                Some(Nanos(n)) => {
+                    let units = i64::try_from(n / per_unit + i128::from(n % per_unit != 0))
+                        .unwrap_or(i64::MAX);
+                    allocatable.insert(resource.clone(), units);
+                }
+                None => problems.push(format!(
+                    "node {name}: allocatable {resource} {:?} is not a quantity; ignored",
+                    q.0
+                )),
+            }
+        }
+        Class {
             labels,
             taints,
-            extended,
+            allocatable,
+            cordoned,
             names: Vec::new(),
-            max_cpu_millis: 0,
-            max_memory_bytes: 0,
-        })
+        }
     }
 
     fn key(&self) -> String {
-        json!([self.labels, self.taints, self.extended]).to_string()
+        json!([self.labels, self.taints, self.allocatable]).to_string()
     }
 
-    fn add(&mut self, name: String, node: &Node, problems: &mut Vec<String>) {
-        let resources = allocatable(node);
-        let mut amount = |resource: &str, per_unit: i128| match resources.get(resource) {
-            None => 0,
-            Some(q) => match Nanos::parse(q) {
-                Some(Nanos(n)) => i64::try_from(n / per_unit).unwrap_or(i64::MAX),
-                None => {
-                    problems.push(format!(
-                        "node {name}: allocatable {resource} {:?} is not a quantity; ignored",
-                        q.0
-                    ));
-                    0
-                }
-            },
-        };
-        let cpu = amount("cpu", NANO / 1000);
-        let memory = amount("memory", NANO);
-        self.max_cpu_millis = self.max_cpu_millis.max(cpu);
-        self.max_memory_bytes = self.max_memory_bytes.max(memory);
-        self.names.push(name);
+    /// Extended resources (`vendor/name`) per node.
+    fn extended(&self) -> impl Iterator<Item = (&String, &i64)> {
+        self.allocatable.iter().filter(|(r, _)| r.contains('/'))
     }
 
     fn to_json(&self) -> Value {
+        let amount = |r: &str| self.allocatable.get(r).copied().unwrap_or(0);
         json!({
             "size": self.names.len(),
             "names": self.names,
             "labels": self.labels,
             "taints": self.taints,
-            "allocatable": self.extended,
-            "max_cpu_millis": self.max_cpu_millis,
-            "max_memory_bytes": self.max_memory_bytes,
+            "allocatable": self.allocatable,
+            "max_cpu_millis": amount("cpu"),
+            "max_memory_bytes": amount("memory"),
         })
     }
 }
@@ -288,13 +297,13 @@ fn mig_strategies(nodes: &[Node]) -> Vec<String> {
     strategies.into_iter().collect()
 }
 
-/// Per extended resource over schedulable nodes: the largest per-node amount, the total,
+/// Per extended resource over schedulable (not cordoned) nodes: the largest per-node amount, the total,
 /// and how many nodes have any.
 fn resource_totals(classes: &[&Class]) -> Map<String, Value> {
     let mut totals: BTreeMap<&str, (i64, i64, usize)> = BTreeMap::new();
-    for class in classes {
+    for class in classes.iter().filter(|c| !c.cordoned) {
         let nodes = class.names.len();
-        for (resource, &n) in &class.extended {
+        for (resource, &n) in class.extended() {
             let entry = totals.entry(resource).or_default();
             entry.0 = entry.0.max(n);
             let count = i64::try_from(nodes).unwrap_or(i64::MAX);

@@ -7,6 +7,7 @@
 pub mod kinds;
 pub mod naming;
 pub mod quantity;
+pub mod requests;
 pub mod view;
 
 pub use kinds::{lookup, KindSpec, Role};

@@ -10,12 +10,15 @@
 //! - Every `path` is a JSON pointer into the *original* object, with the key as written
 //!   (`worker`, not `Worker`), so mutation intents built from it land where the user wrote.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::kinds::{KindSpec, ReplicaType};
 use super::naming::pod_name;
 use super::quantity::{gpu_resources, GpuResource};
+use super::requests::pod_requests;
 use crate::pointer;
 
 /// Placeholder for the five random characters the apiserver appends to `generateName`.
@@ -120,6 +123,10 @@ pub struct ReplicaView {
     pub gpus_per_pod: i64,
     /// MIG slices per pod (`nvidia.com/mig-*` resources) over regular containers.
     pub mig_slices_per_pod: i64,
+    /// What one pod asks the scheduler for, every resource (cpu in millicores, memory in
+    /// bytes, extended resources in units), by Kubernetes' effective request rule
+    /// ([`pod_requests`]); zero amounts left out.
+    pub pod_requests: BTreeMap<String, i64>,
     /// Name of the last pod of this replica type (the longest one).
     pub last_pod_name: String,
 }
@@ -373,6 +380,7 @@ fn replica(
         labels: map_at(tmeta.and_then(|m| m.get("labels"))),
         gpus_per_pod,
         mig_slices_per_pod,
+        pod_requests: pod_requests(pod_spec),
         containers,
         init_containers,
         default_container_index,
