@@ -297,8 +297,15 @@ async fn a_worker_killed_with_137_is_recreated_and_counted() {
     let before = pods_of(&t.client, &t.ns, "bert").await;
     let old_uid = before[1].metadata.uid.clone();
     set_exited(&t.client, &t.ns, "bert-worker-0", "pytorch", 137).await;
-    // Restarting lasts one status write: once the new pod exists, Running replaces it, as
-    // upstream's condition rules have it. The Event stays.
+    let restarting = t
+        .wait_condition("bert", "Restarting", Duration::from_secs(20))
+        .await;
+    assert_eq!(restarting["reason"], "PyTorchJobRestarting", "{restarting}");
+    let why = restarting["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("Recreating bert-worker-0 (exit code 137)"),
+        "names the pod and its exit code: {restarting}"
+    );
     t.wait_event("PyTorchJobRestarting").await;
     t.wait_event("ExitedWithCode").await;
     support::wait_for(
@@ -322,6 +329,27 @@ async fn a_worker_killed_with_137_is_recreated_and_counted() {
         restarts, "1",
         "a recreation counts against backoffLimit: {:#}",
         job["metadata"]
+    );
+    // Recreated but Pending (no kubelet here): still Restarting, not Running (upstream flips
+    // back to Running at once, #1711). A few seconds of reconciles change nothing.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let job = t.get("bert").await;
+    assert!(
+        jobs::true_condition(&job, "Restarting").is_some()
+            && jobs::true_condition(&job, "Running").is_none(),
+        "restarting while bert-worker-0 is Pending: {:#}\n{}",
+        job["status"],
+        controller_log(&t.ns)
+    );
+    // Every replica runs again: Running replaces Restarting.
+    set_running(&t.client, &t.ns, "bert-worker-0", "pytorch").await;
+    t.wait_condition("bert", "Running", Duration::from_secs(20))
+        .await;
+    let job = t.get("bert").await;
+    assert!(
+        jobs::true_condition(&job, "Restarting").is_none(),
+        "{:#}",
+        job["status"]
     );
 }
 

@@ -1,7 +1,8 @@
 //! The controller process under what happens to processes: killed mid-reconcile and
 //! restarted (no duplicate pods, no pod made twice), and run as two replicas (one leads; the
-//! other takes over when the leader dies), and with deploy/'s RBAC alone. Against a real
-//! kube-apiserver.
+//! other takes over when the leader dies), and with deploy/'s RBAC alone; and where a user
+//! first meets it: without the Lease namespace, or without the right to use Leases, it says
+//! so and exits. Against a real kube-apiserver.
 
 mod support;
 
@@ -19,6 +20,8 @@ e2e_suite!(
         the_controller_runs_with_deploys_rbac_alone,
         serve_with_controller_answers_webhooks_and_runs_jobs,
         sigterm_stops_the_controller_and_releases_its_lease,
+        without_the_lease_namespace_the_controller_exits_naming_it_and_the_fixes,
+        forbidden_leases_make_the_controller_exit_naming_the_namespace_and_the_fixes,
     ]
 );
 
@@ -346,4 +349,75 @@ async fn sigterm_stops_the_controller_and_releases_its_lease() {
     let lease = leases.get("gangplank-controller").await.expect("the Lease");
     let holder = lease.spec.and_then(|s| s.holder_identity);
     assert_eq!(holder, None, "released on shutdown");
+}
+
+/// Waits (at most `limit`) for `controller` to exit on its own, which must be with a
+/// non-zero status; its log.
+async fn exits_failing(controller: &mut Controller, limit: Duration) -> String {
+    let deadline = std::time::Instant::now() + limit;
+    while controller.process.check_running().is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running after {limit:?}:\n{}",
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = controller.log();
+    assert!(!controller.process.exit_success(), "exited 0:\n{log}");
+    log
+}
+
+/// A first run against a cluster without the Lease namespace (the default,
+/// gangplank-system, before deploy/ is applied): the controller names the namespace and the
+/// three fixes, and exits, instead of retrying for ever.
+async fn without_the_lease_namespace_the_controller_exits_naming_it_and_the_fixes() {
+    let control_plane = control_plane();
+    // Never created (gangplank-system may be: the RBAC test makes it).
+    let args = [
+        "--kinds=JAXJob",
+        "--leader-elect=true",
+        "--lease-namespace=gangplank-absent",
+        "--gang-scheduler=",
+    ];
+    let mut controller = Controller::start(control_plane, "controller-no-lease-ns", &args);
+    let log = exits_failing(&mut controller, Duration::from_secs(30)).await;
+    for needed in [
+        "gangplank-absent",
+        "kubectl create namespace gangplank-absent",
+        "--lease-namespace=",
+        "--leader-elect=false",
+    ] {
+        assert!(log.contains(needed), "names {needed}:\n{log}");
+    }
+}
+
+/// deploy/'s identity, whose Lease rights are in gangplank-system only, told to hold its
+/// Lease elsewhere: after one lease duration of 403s (RBAC may still be being applied) it
+/// names the namespace, the RBAC and the flags, and exits.
+async fn forbidden_leases_make_the_controller_exit_naming_the_namespace_and_the_fixes() {
+    let control_plane = control_plane();
+    let kubeconfig = support::controller::deploys_identity(control_plane).await;
+    let ns = control_plane.namespace("lease-forbidden").await;
+    let lease_ns = format!("--lease-namespace={ns}");
+    let args = [
+        "--kinds=JAXJob",
+        "--leader-elect=true",
+        lease_ns.as_str(),
+        "--gang-scheduler=",
+    ];
+    let mut controller = Controller::start_as(
+        control_plane,
+        &kubeconfig,
+        "controller-lease-forbidden",
+        &args,
+    );
+    let log = exits_failing(&mut controller, Duration::from_secs(60)).await;
+    for needed in [
+        format!("may not get Leases in namespace \\\"{ns}\\\""),
+        "deploy/controller/rbac.yaml".to_string(),
+        "--leader-elect=false".to_string(),
+    ] {
+        assert!(log.contains(&needed), "names {needed}:\n{log}");
+    }
 }

@@ -12,7 +12,7 @@ use kube::runtime::events::Reporter;
 use tracing::{error, info, warn};
 
 use super::{exit, parse_duration};
-use crate::controller::leader::{Elector, LeaseConfig};
+use crate::controller::leader::{Elector, LeaseConfig, LeaseError};
 use crate::controller::metrics::ControllerMetrics;
 use crate::controller::snapshot::RUNNABLE_KINDS;
 use crate::controller::{runner, Config, GangScheduler, StuckAction};
@@ -146,7 +146,10 @@ impl ControllerOptions {
             },
         );
         tokio::select! {
-            () = elector.acquire() => {}
+            acquired = elector.acquire() => if let Err(e) = acquired {
+                error!(apiserver = %e.api_message(), "{}", lease_fix(&e));
+                return exit::UNREADABLE;
+            },
             () = shutdown.clone() => return exit::OK,
         }
         metrics.set_leader(true);
@@ -206,6 +209,28 @@ impl ControllerOptions {
             ..Config::default()
         };
         Ok((kinds, config))
+    }
+}
+
+/// What to do about a Lease that cannot be had, naming the flags (and their env vars) that
+/// fix it: the message a user reads when the controller exits at start.
+fn lease_fix(e: &LeaseError) -> String {
+    const LOCAL: &str = "or, for a local run with a single replica, pass --leader-elect=false \
+                         (GANGPLANK_LEADER_ELECT=false)";
+    match e {
+        LeaseError::NamespaceMissing { namespace, .. } => format!(
+            "leader election needs the namespace {namespace:?} for its Lease, and this cluster \
+             has none: create it (kubectl create namespace {namespace}), pass \
+             --lease-namespace=<an existing namespace> (POD_NAMESPACE), {LOCAL}"
+        ),
+        LeaseError::Forbidden {
+            namespace, verb, ..
+        } => format!(
+            "leader election may not {verb} Leases in namespace {namespace:?}: grant this \
+             identity get, create and update on leases.coordination.k8s.io there (as \
+             deploy/controller/rbac.yaml does for gangplank-system), pass \
+             --lease-namespace=<a namespace where it may> (POD_NAMESPACE), {LOCAL}"
+        ),
     }
 }
 

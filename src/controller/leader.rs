@@ -8,6 +8,13 @@
 //! free Lease exactly one wins (the other gets 409 and tries again later). A replica that
 //! cannot renew within the lease duration stops leading: the caller exits, and its
 //! Deployment restarts it as a follower.
+//!
+//! # Errors
+//! [`Elector::acquire`] retries what may pass (the API server unreachable, a conflict, a
+//! 5xx) for ever, logging each failure. It gives up, with a [`LeaseError`], on what never
+//! passes by waiting: the Lease namespace does not exist (the create answers 404 naming
+//! it), or this identity may not read or write Leases there (403 for a whole lease
+//! duration; a shorter 403 is RBAC still being applied beside the Deployment).
 
 use std::time::Duration;
 
@@ -16,6 +23,26 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::Timestamp;
+
+/// Why leader election cannot succeed however long it retries.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The create of the Lease answered 404 for its namespace.
+    #[error("the Lease namespace {namespace:?} does not exist")]
+    NamespaceMissing {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading or writing the Lease answered 403 for a whole lease duration.
+    #[error("not allowed to {verb} Leases (coordination.k8s.io) in namespace {namespace:?}")]
+    Forbidden {
+        namespace: String,
+        verb: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
 
 /// How the Lease is held. Defaults are client-go's: 15 s lease, renew every 5 s.
 #[derive(Debug, Clone)]
@@ -33,10 +60,52 @@ pub struct Elector {
     config: LeaseConfig,
 }
 
+impl LeaseError {
+    /// The API server's own words (its Status message), for the log.
+    pub fn api_message(&self) -> String {
+        let (LeaseError::NamespaceMissing { source, .. } | LeaseError::Forbidden { source, .. }) =
+            self;
+        match source {
+            kube::Error::Api(status) => status.message.clone(),
+            other => crate::error_chain(other),
+        }
+    }
+}
+
 /// What one attempt at the Lease found.
 enum Attempt {
     Held,
     HeldByOther(String),
+}
+
+/// A failed attempt: the request (`get`, `create`, `update`) and the API's answer.
+struct Failure {
+    verb: &'static str,
+    error: kube::Error,
+}
+
+impl Failure {
+    fn on(verb: &'static str) -> impl FnOnce(kube::Error) -> Failure {
+        move |error| Failure { verb, error }
+    }
+
+    fn code(&self) -> Option<u16> {
+        match &self.error {
+            kube::Error::Api(s) => Some(s.code),
+            _ => None,
+        }
+    }
+
+    /// A 404 on create names the missing namespace (`namespaces "x" not found`); any other
+    /// 404 (an API server without coordination.k8s.io/v1) is not about the namespace.
+    fn namespace_missing(&self) -> bool {
+        match &self.error {
+            kube::Error::Api(s) => {
+                self.verb == "create" && s.code == 404 && s.message.contains("namespaces")
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Elector {
@@ -47,22 +116,52 @@ impl Elector {
         }
     }
 
-    /// Waits until this replica holds the Lease. API errors are logged and retried.
-    pub async fn acquire(&self) {
+    /// Waits until this replica holds the Lease. Transient API errors are logged and
+    /// retried; see the module doc for the errors it returns.
+    pub async fn acquire(&self) -> Result<(), LeaseError> {
         let mut logged_holder = None;
+        let mut forbidden_since = None;
         loop {
             match self.try_hold().await {
                 Ok(Attempt::Held) => {
                     tracing::info!(lease = %self.config.name, identity = %self.config.identity, "leading");
-                    return;
+                    return Ok(());
                 }
                 Ok(Attempt::HeldByOther(holder)) => {
+                    forbidden_since = None;
                     if logged_holder.as_ref() != Some(&holder) {
                         tracing::info!(lease = %self.config.name, %holder, "waiting: another replica leads");
                         logged_holder = Some(holder);
                     }
                 }
-                Err(e) => tracing::warn!(lease = %self.config.name, error = %e, "leader election"),
+                Err(f) if f.namespace_missing() => {
+                    return Err(LeaseError::NamespaceMissing {
+                        namespace: self.config.namespace.clone(),
+                        source: f.error,
+                    });
+                }
+                Err(f) if f.code() == Some(403) => {
+                    let since = *forbidden_since.get_or_insert_with(tokio::time::Instant::now);
+                    if since.elapsed() >= self.config.lease_duration {
+                        return Err(LeaseError::Forbidden {
+                            namespace: self.config.namespace.clone(),
+                            verb: f.verb,
+                            source: f.error,
+                        });
+                    }
+                    tracing::warn!(
+                        lease = %self.config.name,
+                        namespace = %self.config.namespace,
+                        verb = f.verb,
+                        error = %f.error,
+                        "leader election: forbidden; retrying for {:?} in case RBAC is still being applied",
+                        self.config.lease_duration,
+                    );
+                }
+                Err(f) => {
+                    forbidden_since = None;
+                    tracing::warn!(lease = %self.config.name, namespace = %self.config.namespace, verb = f.verb, error = %f.error, "leader election; retrying");
+                }
             }
             tokio::time::sleep(self.config.retry_period).await;
         }
@@ -77,13 +176,15 @@ impl Elector {
             match self.try_hold().await {
                 Ok(Attempt::Held) => last_renewal = tokio::time::Instant::now(),
                 Ok(Attempt::HeldByOther(holder)) => return format!("lease taken by {holder}"),
-                Err(e) if last_renewal.elapsed() >= self.config.lease_duration => {
+                Err(f) if last_renewal.elapsed() >= self.config.lease_duration => {
                     return format!(
-                        "lease not renewed for {:?}: {e}",
-                        self.config.lease_duration
+                        "lease not renewed for {:?}: {} failed: {}",
+                        self.config.lease_duration, f.verb, f.error
                     );
                 }
-                Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+                Err(f) => {
+                    tracing::warn!(verb = f.verb, error = %f.error, "lease renewal failed; retrying")
+                }
             }
         }
     }
@@ -109,9 +210,14 @@ impl Elector {
         }
     }
 
-    async fn try_hold(&self) -> Result<Attempt, kube::Error> {
+    async fn try_hold(&self) -> Result<Attempt, Failure> {
         let now = Timestamp::now();
-        let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
+        let found = self
+            .api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(Failure::on("get"))?;
+        let Some(mut lease) = found else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.config.name.clone()),
@@ -125,7 +231,7 @@ impl Elector {
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     Ok(Attempt::HeldByOther("(racing)".into()))
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(Failure::on("create")(e)),
             };
         };
         let spec = lease.spec.clone().unwrap_or_default();
@@ -148,7 +254,7 @@ impl Elector {
         {
             Ok(_) => Ok(Attempt::Held),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::HeldByOther(holder)),
-            Err(e) => Err(e),
+            Err(e) => Err(Failure::on("update")(e)),
         }
     }
 

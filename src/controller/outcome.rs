@@ -11,6 +11,8 @@
 //! - XGBoost: the Master; a failure restarts only under ExitCode.
 //! - All kinds: a type with failures and fewer than `replicas` pods running or done restarts
 //!   unless its restartPolicy is Never, which fails the job.
+//! - Not upstream's: while the job restarts (`recreating`), Running does not replace
+//!   Restarting; see [`apply`].
 
 use super::action::{Event, EventType};
 use super::restart::RestartPolicy;
@@ -21,16 +23,24 @@ use crate::job::kinds::Role;
 
 /// Applies `job`'s success rules to the counts in `status`. `worker0_succeeded` is TF's
 /// "worker-0 exited 0" shortcut.
+///
+/// `recreating`: a replica failed and is being recreated, and not every replica runs again
+/// yet. The rules then leave a Restarting=True condition in place instead of replacing it
+/// with Running as soon as one pod runs, which upstream does (kubeflow/training-operator
+/// #1711: the condition said Running while a worker was still being recreated, and only an
+/// Event told). Success and failure are judged as always.
 pub fn apply(
     job: &JobSnapshot,
     status: &mut JobStatus,
     worker0_succeeded: bool,
+    recreating: bool,
     now: Timestamp,
     events: &mut Vec<Event>,
 ) {
     let mut rules = Rules {
         job,
         status,
+        recreating,
         now,
         events,
     };
@@ -45,6 +55,8 @@ pub fn apply(
 struct Rules<'a> {
     job: &'a JobSnapshot,
     status: &'a mut JobStatus,
+    /// See [`apply`].
+    recreating: bool,
     now: Timestamp,
     events: &'a mut Vec<Event>,
 }
@@ -228,6 +240,9 @@ impl Rules<'_> {
     }
 
     fn running(&mut self, msg: String) {
+        if self.recreating && self.status.is(ConditionType::Restarting) {
+            return;
+        }
         self.set(ConditionType::Running, "Running", msg, None);
     }
 

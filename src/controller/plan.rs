@@ -130,16 +130,21 @@ impl<'a> Planner<'a> {
             self.set(ConditionType::Restarting, true, "Restarting", msg, true);
         }
         let worker0 = worker0_succeeded(&slots);
+        // Restarting=True lasts until every replica runs again, not until the first pass
+        // that no longer sees the failed pod (upstream #1711).
+        let recreating = self.status.is(ConditionType::Restarting) && !every_replica_runs(&slots);
         outcome::apply(
             job,
             &mut self.status,
             worker0,
+            recreating,
             self.now,
             &mut self.out.events,
         );
         if self.status.finished() {
             return self.finish();
         }
+        self.name_recreated(&recreate);
         if let Some(f) = recreate.first() {
             self.explain_restart(f.replica_type, &slots);
         }
@@ -155,6 +160,30 @@ impl<'a> Planner<'a> {
         }
         self.scale_down(&slots);
         self.reconcile_pods(&slots, count);
+    }
+
+    /// Appends the pods being recreated, with their exit codes, to a True Restarting
+    /// condition: upstream's message names only the replica type. The condition keeps the
+    /// message until every replica runs again, after the failed pods are gone.
+    fn name_recreated(&mut self, recreate: &[&Failure]) {
+        let restarting = self.status.condition(ConditionType::Restarting);
+        let Some(c) = restarting.filter(|c| c.status == "True") else {
+            return;
+        };
+        if recreate.is_empty() {
+            return;
+        }
+        let pods: Vec<String> = recreate
+            .iter()
+            .map(|f| match f.verdict {
+                FailedPod::Recreate {
+                    exit_code: Some(code),
+                } => format!("{} (exit code {code})", replicas::name(f.pod)),
+                _ => replicas::name(f.pod).to_string(),
+            })
+            .collect();
+        let msg = format!("{} Recreating {}.", c.message, pods.join(", "));
+        self.set(ConditionType::Restarting, true, "Restarting", msg, false);
     }
 
     /// MPI: a launcher restarted before any worker ran gets the workers' state appended to
@@ -633,6 +662,20 @@ fn workers<'s>(slots: &[Slots<'s>]) -> Vec<&'s Pod> {
         .filter(|s| s.replica.role() == Role::Worker)
         .flat_map(|s| s.pods.values().flatten().copied())
         .collect()
+}
+
+/// Whether every replica index has a pod that runs (or has succeeded): what ends a restart.
+fn every_replica_runs(slots: &[Slots]) -> bool {
+    slots.iter().all(|s| {
+        (0..s.replica.replicas).all(|index| {
+            s.pods.get(&index).is_some_and(|pods| {
+                pods.iter().any(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && matches!(phase(p), "Running" | "Succeeded")
+                })
+            })
+        })
+    })
 }
 
 /// TF's shortcut: worker-0 has succeeded.

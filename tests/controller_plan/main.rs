@@ -14,6 +14,7 @@ mod mpi_v1;
 mod native_gang;
 mod objects;
 mod podgroup;
+mod restarting;
 mod status_rules;
 mod suspend;
 mod watchdog;

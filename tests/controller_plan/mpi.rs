@@ -649,7 +649,8 @@ fn a_launcher_failing_before_the_workers_run_is_counted_and_explained() {
     let plan = job.plan(&observed, 30);
     assert_eq!(
         message(&plan, "Restarting"),
-        "MPIJob mnist is restarting because 1 Launcher replica(s) failed. No worker was Running yet \
+        "MPIJob mnist is restarting because 1 Launcher replica(s) failed. \
+         Recreating mnist-launcher. No worker was Running yet \
          (mnist-worker-0 Pending, mnist-worker-1 Pending): pod mnist-worker-0: ImagePullBackOff: \
          Back-off pulling image \"train:v2\""
     );

@@ -170,7 +170,8 @@ fn tf_chief_failed_with_a_retryable_exit_code_is_restarting() {
     );
     assert_eq!(
         message(&plan, "Restarting"),
-        "job mnist is restarting because Chief replica(s) failed."
+        "job mnist is restarting because Chief replica(s) failed. \
+         Recreating mnist-chief-0 (exit code 137)."
     );
     assert_eq!(deleted_pods(&plan), vec!["mnist-chief-0"]);
 }
@@ -235,7 +236,8 @@ fn pytorch_worker_failed_under_on_failure_is_restarting_with_upstreams_message()
     );
     assert_eq!(
         message(&plan, "Restarting"),
-        "PyTorchJob mnist is restarting because 1 Worker replica(s) failed."
+        "PyTorchJob mnist is restarting because 1 Worker replica(s) failed. \
+         Recreating mnist-worker-1 (exit code 1)."
     );
 }
 
