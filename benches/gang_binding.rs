@@ -98,7 +98,10 @@ async fn one_run(client: &kube::Client, ns: &str, name: &str) -> Duration {
         if bound == PODS {
             break started.elapsed();
         }
-        assert!(started.elapsed() < LIMIT, "{name}: {bound} of {PODS} bound after {LIMIT:?}");
+        assert!(
+            started.elapsed() < LIMIT,
+            "{name}: {bound} of {PODS} bound after {LIMIT:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     jobs::pytorch_api(client, ns)
@@ -110,7 +113,12 @@ async fn one_run(client: &kube::Client, ns: &str, name: &str) -> Duration {
         .await
         .expect("pods deleted");
     support::wait_for("pods gone", LIMIT, || async {
-        let left = pods.list(&params).await.map_err(|e| e.to_string())?.items.len();
+        let left = pods
+            .list(&params)
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .len();
         (left == 0).then_some(()).ok_or(format!("{left} left"))
     })
     .await;

@@ -526,7 +526,9 @@ async fn an_elastic_job_scaled_through_its_scale_subresource_follows() {
 /// the CRD's defaults and reaches its launcher and workers.
 async fn the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd() {
     if let Err(why) = support::corpus_requirement() {
-        support::skip(&format!("the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd: {why}"));
+        support::skip(&format!(
+            "the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd: {why}"
+        ));
         return;
     }
     let t = setup("mpi-own-crd").await;

@@ -79,8 +79,15 @@ fn native_gang_policies(plane: &ControlPlane) -> PathBuf {
     let params = dir.join("params.yaml");
     let text = std::fs::read_to_string(&params).expect("params.yaml");
     // The setting, not the comment above it that names the choices.
-    let changed = text.replacen("\n      scheduler: volcano\n", "\n      scheduler: kubernetes\n", 1);
-    assert_ne!(text, changed, "params.yaml sets `      scheduler: volcano` on a line");
+    let changed = text.replacen(
+        "\n      scheduler: volcano\n",
+        "\n      scheduler: kubernetes\n",
+        1,
+    );
+    assert_ne!(
+        text, changed,
+        "params.yaml sets `      scheduler: volcano` on a line"
+    );
     std::fs::write(&params, changed).expect("write params.yaml");
     dir
 }
@@ -148,10 +155,7 @@ fn mixed_nodes(pool: &str) -> Vec<SimNode> {
         nodes.push(h100.taint("training", "reserved", "NoSchedule"));
         nodes.push(SimNode::new(&format!("{pool}-a100-{i}")).gpus(8, A100));
     }
-    nodes
-        .into_iter()
-        .map(|n| n.label("pool", pool))
-        .collect()
+    nodes.into_iter().map(|n| n.label("pool", pool)).collect()
 }
 
 /// A 1 + `workers` 8-GPU job whose pods select H100 and tolerate the training taint, except
@@ -160,8 +164,7 @@ fn h100_gang(name: &str, workers: u32, pool: &str) -> Value {
     let mut job = gpu_gang(name, workers, pool);
     let worker = &mut job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"];
     worker["nodeSelector"][support::nodes::GPU_PRODUCT_LABEL] = json!(H100);
-    worker["tolerations"] =
-        json!([{"key": "training", "operator": "Equal", "value": "reserved", "effect": "NoSchedule"}]);
+    worker["tolerations"] = json!([{"key": "training", "operator": "Equal", "value": "reserved", "effect": "NoSchedule"}]);
     job
 }
 
@@ -170,7 +173,10 @@ async fn run_bare(pool: &str, nodes: &[SimNode], job: &Value, pods: usize) -> Pl
     let plane = bare();
     let client = plane.client().await;
     create_nodes(&client, nodes).await;
-    let name = job["metadata"]["name"].as_str().expect("job name").to_string();
+    let name = job["metadata"]["name"]
+        .as_str()
+        .expect("job name")
+        .to_string();
     jobs::create(&client, pool, job, false)
         .await
         .unwrap_or_else(|e| panic!("create {name}: {e}"));
@@ -259,7 +265,12 @@ async fn with_gangplank_the_seed_job_is_refused_with_demand_and_capacity() {
     let client = plane.client().await;
     let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
     assert_eq!(code, 403, "{message}");
-    for part in ["1 Master + 8 Worker", "8 nvidia.com/gpu", "6 schedulable nodes", "hold 6"] {
+    for part in [
+        "1 Master + 8 Worker",
+        "8 nvidia.com/gpu",
+        "6 schedulable nodes",
+        "hold 6",
+    ] {
         assert!(message.contains(part), "{part:?} missing from: {message}");
     }
 }
@@ -279,7 +290,10 @@ async fn with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound() {
 async fn run_gated(pool: &str, job: &Value, pods: usize) -> Placement {
     let plane = gated();
     let client = plane.client().await;
-    let name = job["metadata"]["name"].as_str().expect("job name").to_string();
+    let name = job["metadata"]["name"]
+        .as_str()
+        .expect("job name")
+        .to_string();
     jobs::create(&client, pool, job, false)
         .await
         .unwrap_or_else(|e| panic!("{name} must be admitted: {e}"));
@@ -310,7 +324,10 @@ async fn with_gangplank_a_selector_mismatch_is_refused() {
     let client = plane.client().await;
     let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
     assert_eq!(code, 403, "{message}");
-    assert!(message.contains(H100), "the message names the selector: {message}");
+    assert!(
+        message.contains(H100),
+        "the message names the selector: {message}"
+    );
     // With the Workers' selector fixed to what the nodes offer, the job runs.
     let fitting = h100_gang("mismatch-fits", 3, &pool);
     let placement = run_gated(&pool, &fitting, 4).await;

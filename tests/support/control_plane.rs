@@ -56,12 +56,18 @@ impl Crds {
                 Crds::MpiV2beta1 => upstream.join("kubeflow.org_mpijobs.v2beta1.yaml"),
                 Crds::Gangplank => ours.join("kubeflow.org_mpijobs.v2beta1.yaml"),
             };
-            let dir = if self == Crds::Gangplank { &ours } else { &upstream };
+            let dir = if self == Crds::Gangplank {
+                &ours
+            } else {
+                &upstream
+            };
             (dir.clone(), mpi, upstream.clone())
         } else {
             let mpi = match self {
                 Crds::TrainingV1 => ours.join("mpijob-v1/kubeflow.org_mpijobs.yaml"),
-                Crds::MpiV2beta1 | Crds::Gangplank => ours.join("kubeflow.org_mpijobs.v2beta1.yaml"),
+                Crds::MpiV2beta1 | Crds::Gangplank => {
+                    ours.join("kubeflow.org_mpijobs.v2beta1.yaml")
+                }
             };
             (ours.clone(), mpi, super::repo().join("tests/data/crds"))
         };
@@ -129,7 +135,11 @@ impl ControlPlane {
 
     /// The control plane of this test binary with these CRDs and this scheduling, started on
     /// first use and kept until the binary exits.
-    pub fn shared_with(assets: &Assets, crds: Crds, scheduling: Scheduling) -> &'static ControlPlane {
+    pub fn shared_with(
+        assets: &Assets,
+        crds: Crds,
+        scheduling: Scheduling,
+    ) -> &'static ControlPlane {
         static PLANES: Mutex<Vec<&'static ControlPlane>> = Mutex::new(Vec::new());
         // Held while a control plane starts: a second test asking for the same one waits
         // for it instead of starting another.

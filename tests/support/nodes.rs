@@ -65,7 +65,8 @@ impl SimNode {
     }
 
     pub fn resource(mut self, name: &str, quantity: &str) -> SimNode {
-        self.resources.insert(name.to_string(), quantity.to_string());
+        self.resources
+            .insert(name.to_string(), quantity.to_string());
         self
     }
 
@@ -151,7 +152,10 @@ impl SimNode {
 /// apiserver added. A node without allocatable cpu, memory or pods is refused here: the
 /// scheduler would place nothing there, and every verdict would be about nothing.
 pub async fn create_node(client: &kube::Client, node: &Value) {
-    let name = node["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = node["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(!name.is_empty(), "a simulated node needs a name: {node}");
     for needed in ["cpu", "memory", "pods"] {
         assert!(
@@ -169,11 +173,17 @@ pub async fn create_node(client: &kube::Client, node: &Value) {
     }
     let params = PatchParams::default();
     let status = json!({"status": status});
-    if let Err(e) = nodes.patch_status(&name, &params, &Patch::Merge(&status)).await {
+    if let Err(e) = nodes
+        .patch_status(&name, &params, &Patch::Merge(&status))
+        .await
+    {
         panic!("node {name} status: {e}");
     }
     // A merge patch replaces the whole list: the admission's not-ready taint goes.
-    let taints = node["spec"].get("taints").cloned().unwrap_or_else(|| json!([]));
+    let taints = node["spec"]
+        .get("taints")
+        .cloned()
+        .unwrap_or_else(|| json!([]));
     let spec = json!({"spec": {"taints": taints}});
     if let Err(e) = nodes.patch(&name, &params, &Patch::Merge(&spec)).await {
         panic!("node {name} taints: {e}");
