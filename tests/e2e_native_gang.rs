@@ -1,0 +1,242 @@
+//! `gangplank controller --gang-scheduler kubernetes` against a real kube-apiserver and
+//! kube-scheduler with Kubernetes' native gang scheduling on (1.36: the GenericWorkload and
+//! GangScheduling gates, `scheduling.k8s.io/v1alpha2` served): the controller's standalone
+//! PodGroup and the pods' `schedulingGroup` make the scheduler place a gang whole or not at
+//! all, and the watchdog names the PodGroup's reason when it never is.
+//!
+//! Every test has its own node pool (`pool=<namespace>`, selected by the job), so the tests
+//! run side by side on one control plane. Skipped, with the reason, without kube-scheduler.
+
+mod support;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use serde_json::{json, Value};
+use support::controller::{pods_of, Controller};
+use support::nodes::{create_nodes, SimNode};
+use support::scheduler::{native_pod_group, wait_placement, Placement};
+use support::{jobs, ControlPlane, Crds, Scheduling};
+
+e2e_suite!(
+    "e2e_native_gang",
+    [
+        a_gang_that_fits_is_bound_together,
+        a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_they_are_freed,
+        the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_reason,
+    ],
+    support::scheduler::requirement
+);
+
+/// How long the scheduler gets to settle a gang (well under a second when it fits; a gang
+/// that waited is retried within the scheduler's 10 s maximum backoff).
+const LIMIT: Duration = Duration::from_secs(60);
+const SETTLE: Duration = Duration::from_secs(3);
+/// How long a gang that cannot fit whole is watched for a partly bound gang.
+const WINDOW: Duration = Duration::from_secs(20);
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+
+/// The native-gang control plane with `gangplank controller --gang-scheduler kubernetes`.
+fn plane() -> &'static ControlPlane {
+    static CONTROLLER: OnceLock<Controller> = OnceLock::new();
+    let assets = support::assets::get();
+    let plane = ControlPlane::shared_with(&assets, Crds::TrainingV1, Scheduling::NativeGang);
+    let args = ["--leader-elect=false", "--gang-scheduler=kubernetes"];
+    CONTROLLER.get_or_init(|| Controller::start(plane, "controller-native-gang", &args));
+    plane
+}
+
+/// `count` 8-GPU nodes labelled `pool=<pool>`.
+async fn gpu_pool(client: &kube::Client, pool: &str, count: usize) {
+    let nodes: Vec<SimNode> = (0..count)
+        .map(|i| {
+            SimNode::new(&format!("{pool}-gpu-{i}"))
+                .gpus(8, H100)
+                .label("pool", pool)
+        })
+        .collect();
+    create_nodes(client, &nodes).await;
+}
+
+fn selector(job: &str) -> String {
+    format!("training.kubeflow.org/job-name={job}")
+}
+
+/// The job's PodGroup `<job>-pytorchjob`, once the controller has made it.
+async fn pod_group(client: &kube::Client, ns: &str, job: &str) -> Value {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &native_pod_group());
+    let name = format!("{job}-pytorchjob");
+    support::wait_for(&format!("PodGroup {ns}/{name}"), LIMIT, || async {
+        match api.get_opt(&name).await {
+            Ok(Some(pg)) => Ok(serde_json::to_value(pg).map_err(|e| e.to_string())?),
+            Ok(None) => Err("not created".to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+}
+
+/// The pods of `job` as JSON: the typed Pod (1.33 API) drops `spec.schedulingGroup`.
+async fn raw_pods(client: &kube::Client, ns: &str, job: &str) -> Vec<Value> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Pod>(&()));
+    let list = api
+        .list(&ListParams::default().labels(&selector(job)))
+        .await
+        .unwrap_or_else(|e| panic!("list pods of {job}: {e}"));
+    list.items
+        .into_iter()
+        .map(|p| serde_json::to_value(p).unwrap_or_else(|e| panic!("pod as JSON: {e}")))
+        .collect()
+}
+
+/// Deletes job `name` and, as no kubelet runs to confirm, its bound pods at once; waits
+/// until they are gone (the scheduler counts a pod's GPUs until then).
+async fn delete_job(client: &kube::Client, ns: &str, name: &str) {
+    jobs::pytorch_api(client, ns)
+        .delete(name, &DeleteParams::background())
+        .await
+        .unwrap_or_else(|e| panic!("delete job {name}: {e}"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let params = ListParams::default().labels(&selector(name));
+    support::wait_for(&format!("pods of {name} gone"), LIMIT, || async {
+        let now = DeleteParams::default().grace_period(0);
+        pods.delete_collection(&now, &params)
+            .await
+            .map_err(|e| e.to_string())?;
+        let left = pods.list(&params).await.map_err(|e| e.to_string())?;
+        let n = left.items.len();
+        (n == 0).then_some(()).ok_or(format!("{n} left"))
+    })
+    .await;
+}
+
+async fn a_gang_that_fits_is_bound_together() {
+    let plane = plane();
+    let client = plane.client().await;
+    let ns = plane.namespace("fits").await;
+    gpu_pool(&client, &ns, 2).await;
+    let job = jobs::gpu_gang("fits", 1, &ns);
+    let created = jobs::create(&client, &ns, &job, false)
+        .await
+        .unwrap_or_else(|e| panic!("create job: {e}"));
+
+    let placement = wait_placement(plane, &ns, &selector("fits"), 2, SETTLE, LIMIT).await;
+    assert!(placement.all_bound(), "{}", placement.summary());
+    let nodes: std::collections::BTreeSet<&String> = placement.bound.values().collect();
+    assert_eq!(nodes.len(), 2, "one 8-GPU pod per node: {placement:?}");
+
+    let pg = pod_group(&client, &ns, "fits").await;
+    assert_eq!(
+        pg["spec"]["schedulingPolicy"],
+        json!({"gang": {"minCount": 2}})
+    );
+    let owner = &pg["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "PyTorchJob");
+    assert_eq!(owner["uid"], created["metadata"]["uid"]);
+    assert_eq!(owner["controller"], true);
+    for pod in raw_pods(&client, &ns, "fits").await {
+        assert_eq!(
+            pod["spec"]["schedulingGroup"],
+            json!({"podGroupName": "fits-pytorchjob"}),
+            "{}",
+            pod["metadata"]["name"]
+        );
+        assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
+    }
+    support::wait_for("PodGroupScheduled=True", LIMIT, || async {
+        let condition = scheduled_condition(&pod_group(&client, &ns, "fits").await);
+        (condition["status"] == "True")
+            .then_some(())
+            .ok_or(format!("{condition}"))
+    })
+    .await;
+}
+
+async fn a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_they_are_freed() {
+    let plane = plane();
+    let client = plane.client().await;
+    let ns = plane.namespace("waits").await;
+    gpu_pool(&client, &ns, 2).await;
+    jobs::create(&client, &ns, &jobs::gpu_gang("first", 1, &ns), false)
+        .await
+        .unwrap_or_else(|e| panic!("create first: {e}"));
+    let first = wait_placement(plane, &ns, &selector("first"), 2, SETTLE, LIMIT).await;
+    assert!(first.all_bound(), "{}", first.summary());
+
+    jobs::create(&client, &ns, &jobs::gpu_gang("second", 1, &ns), false)
+        .await
+        .unwrap_or_else(|e| panic!("create second: {e}"));
+    support::wait_for("the second job's 2 pods", LIMIT, || async {
+        let n = pods_of(&client, &ns, "second").await.len();
+        (n == 2).then_some(()).ok_or(format!("{n} pods"))
+    })
+    .await;
+    let started = Instant::now();
+    while started.elapsed() < WINDOW {
+        let now = Placement::read(&client, &ns, &selector("second")).await;
+        assert!(
+            now.bound.is_empty(),
+            "the native gang bound part of a job that cannot fit whole: {}",
+            now.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let pg = pod_group(&client, &ns, "second").await;
+    let condition = scheduled_condition(&pg);
+    assert_eq!(condition["status"], "False", "{pg}");
+    assert_eq!(condition["reason"], "Unschedulable", "{pg}");
+
+    delete_job(&client, &ns, "first").await;
+    let second = wait_placement(plane, &ns, &selector("second"), 2, SETTLE, LIMIT).await;
+    assert!(second.all_bound(), "{}", second.summary());
+}
+
+async fn the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_reason() {
+    let plane = plane();
+    let client = plane.client().await;
+    let ns = plane.namespace("stuck").await;
+    // One 8-GPU node for a gang of two 8-GPU pods: never placed whole.
+    gpu_pool(&client, &ns, 1).await;
+    let mut job = jobs::gpu_gang("stuck", 1, &ns);
+    job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"scheduleTimeoutSeconds": 15}});
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .unwrap_or_else(|e| panic!("create job: {e}"));
+
+    let api = jobs::pytorch_api(&client, &ns);
+    let failed = support::wait_for("the job Failed by the watchdog", LIMIT, || async {
+        let job = api.get("stuck").await.map_err(|e| e.to_string())?;
+        let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
+        jobs::true_condition(&job, "Failed").ok_or(format!("conditions: {}", job["status"]))
+    })
+    .await;
+    assert_eq!(
+        failed["reason"], "PyTorchJobStartDeadlineExceeded",
+        "{failed}"
+    );
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("PyTorchJob stuck did not start within 15s: 2 pod(s) still Pending"),
+        "{message}"
+    );
+    assert!(
+        message.contains(": PodGroup is unschedulable: Unschedulable: "),
+        "the PodGroup's PodGroupScheduled reason and message: {message}"
+    );
+    let placement = Placement::read(&client, &ns, &selector("stuck")).await;
+    assert!(placement.bound.is_empty(), "{}", placement.summary());
+}
+
+/// The PodGroup's `PodGroupScheduled` condition, or null.
+fn scheduled_condition(pg: &Value) -> Value {
+    let conditions = pg["status"]["conditions"].as_array();
+    conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "PodGroupScheduled")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
