@@ -42,6 +42,8 @@ const LIMIT: Duration = Duration::from_secs(60);
 const SETTLE: Duration = Duration::from_secs(5);
 const H100: &str = "NVIDIA-H100-80GB-HBM3";
 const A100: &str = "NVIDIA-A100-SXM4-80GB";
+/// The slice of the MIG tests: an A100 80GB holds two.
+const MIG: &str = "nvidia.com/mig-3g.40gb";
 
 /// kube-scheduler with its defaults, and the controller with no gang scheduler: what a
 /// cluster without gangplank's admission does with a training job.
@@ -135,13 +137,13 @@ fn gpu_nodes(pool: &str, count: usize) -> Vec<SimNode> {
         .collect()
 }
 
-/// `count` A100 nodes split into seven 1g.10gb MIG slices each, labelled `pool=<pool>`.
+/// `count` A100 nodes, each split into two 3g.40gb MIG slices, labelled `pool=<pool>`.
 fn mig_nodes(pool: &str, count: usize) -> Vec<SimNode> {
     (0..count)
         .map(|i| {
             SimNode::new(&format!("{pool}-mig-{i}"))
                 .label(support::nodes::GPU_PRODUCT_LABEL, A100)
-                .mig("1g.10gb", 7)
+                .mig("3g.40gb", 2)
                 .label("pool", pool)
         })
         .collect()
@@ -212,15 +214,15 @@ async fn without_gangplank_the_seed_job_is_half_placed_and_stays_so() {
 
 async fn without_gangplank_a_mig_job_is_half_placed() {
     let pool = bare().namespace("mig-bare").await;
-    let job = gang("mig", 5, "nvidia.com/mig-1g.10gb", 7, &pool);
-    let placement = run_bare(&pool, &mig_nodes(&pool, 4), &job, 6).await;
+    let job = gang("mig", 9, MIG, 1, &pool);
+    let placement = run_bare(&pool, &mig_nodes(&pool, 4), &job, 10).await;
     assert_eq!(
         (placement.bound.len(), placement.pending.len()),
-        (4, 2),
-        "4 nodes of 7 slices hold 4 of the 6 pods of 7 slices: {}",
+        (8, 2),
+        "4 nodes of 2 slices hold 8 of the 10 one-slice pods: {}",
         placement.summary()
     );
-    assert_insufficient(&placement, "nvidia.com/mig-1g.10gb");
+    assert_insufficient(&placement, MIG);
 }
 
 async fn without_gangplank_a_selector_mismatch_places_only_the_matching_pods() {
@@ -305,14 +307,14 @@ async fn run_gated(pool: &str, job: &Value, pods: usize) -> Placement {
 async fn with_gangplank_a_mig_job_too_large_is_refused_and_a_fitting_one_bound() {
     let plane = gated();
     let pool = plane.namespace("mig-gated").await;
-    let job = gang("mig", 5, "nvidia.com/mig-1g.10gb", 7, &pool);
-    gated_nodes(&pool, &mig_nodes(&pool, 4), &job, "hold 4 of them").await;
+    let job = gang("mig", 9, MIG, 1, &pool);
+    gated_nodes(&pool, &mig_nodes(&pool, 4), &job, "hold 8 of them").await;
     let client = plane.client().await;
     let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
     assert_eq!(code, 403, "{message}");
-    assert!(message.contains("7 nvidia.com/mig-1g.10gb"), "{message}");
-    let fitting = gang("mig-fits", 3, "nvidia.com/mig-1g.10gb", 7, &pool);
-    let placement = run_gated(&pool, &fitting, 4).await;
+    assert!(message.contains(&format!("1 {MIG}")), "{message}");
+    let fitting = gang("mig-fits", 7, MIG, 1, &pool);
+    let placement = run_gated(&pool, &fitting, 8).await;
     assert!(placement.all_bound(), "{}", placement.summary());
 }
 
@@ -320,7 +322,8 @@ async fn with_gangplank_a_selector_mismatch_is_refused() {
     let plane = gated();
     let pool = plane.namespace("mismatch-gated").await;
     let job = h100_gang("mismatch", 4, &pool);
-    gated_nodes(&pool, &mixed_nodes(&pool), &job, "Worker").await;
+    // Once the inventory has all six nodes: the three H100 ones hold 3 of the 4 Workers.
+    gated_nodes(&pool, &mixed_nodes(&pool), &job, "hold 3 of them").await;
     let client = plane.client().await;
     let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
     assert_eq!(code, 403, "{message}");
