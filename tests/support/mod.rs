@@ -24,6 +24,7 @@ pub mod process;
 pub mod registry;
 pub mod run;
 pub mod scheduler;
+pub mod shapes;
 pub mod webhooks;
 
 pub use control_plane::{ControlPlane, Crds, Scheduling};
