@@ -104,6 +104,9 @@ pub enum Scheduling {
     /// `GenericWorkload` and `GangScheduling` gates on the apiserver and the scheduler, and
     /// `scheduling.k8s.io/v1alpha2` served.
     NativeGang,
+    /// Volcano's vc-scheduler and vc-controller-manager with Volcano's own CRDs, and
+    /// kube-controller-manager as for `Scheduler`; no kube-scheduler (see `volcano`).
+    Volcano,
 }
 
 /// The feature gates both the apiserver and kube-scheduler need for native gangs.
@@ -302,8 +305,10 @@ async fn start_once(
     if scheduling == Scheduling::NativeGang {
         control_plane.wait_native_gang_served().await;
     }
-    if scheduling != Scheduling::None {
-        control_plane.spawn_scheduling();
+    match scheduling {
+        Scheduling::None => {}
+        Scheduling::Volcano => control_plane.start_volcano().await,
+        Scheduling::Scheduler | Scheduling::NativeGang => control_plane.spawn_scheduling(),
     }
     Ok(control_plane)
 }

@@ -25,6 +25,7 @@ pub mod registry;
 pub mod run;
 pub mod scheduler;
 pub mod shapes;
+pub mod volcano;
 pub mod webhooks;
 
 pub use control_plane::{ControlPlane, Crds, Scheduling};

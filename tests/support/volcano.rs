@@ -1,0 +1,297 @@
+//! Volcano beside a test control plane: vc-scheduler and vc-controller-manager (v1.16) with
+//! Volcano's own CRDs, and kube-controller-manager for the garbage collector.
+//!
+//! Entry points: [`ControlPlane::shared_with`](super::ControlPlane::shared_with) with
+//! [`Scheduling::Volcano`](super::Scheduling::Volcano) starts them (see
+//! [`ControlPlane::start_volcano`]); [`requirement`] for the suite's harness (the suite is
+//! skipped, with the reason printed, without the binaries); [`find`] says where they are;
+//! [`pod_group`] and [`queue`] are the API resources.
+//!
+//! The binaries are built once per machine by `../shared/tools/volcano-test-assets.sh` into
+//! `~/.cache/kube-test-assets/volcano-<version>/` (`bin/`, `crds/`, `conf/`), or named by
+//! `VOLCANO_ASSETS`. No kube-scheduler runs on a Volcano plane: every pod the suites make asks
+//! for `schedulerName: volcano`. kube-controller-manager runs the garbage collector (a deleted
+//! job takes its PodGroup and pods with it through ownerReferences) and the namespace
+//! controller, never node-lifecycle (it would taint the kubelet-less nodes unreachable).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::Value;
+
+use super::control_plane::{free_ports, FIELD_MANAGER};
+use super::ControlPlane;
+
+/// Volcano's scheduler name, as the shipped policies and the controller write it.
+pub const SCHEDULER_NAME: &str = "volcano";
+const BINARIES: [&str; 2] = ["bin/vc-scheduler", "bin/vc-controller-manager"];
+/// The CRDs the suites use; every `crds/*.yaml` is installed (the scheduler's informers
+/// wait for HyperNodes and NodeShards, the controller-manager's for Jobs and Commands).
+const CRDS: [&str; 2] = [
+    "scheduling.volcano.sh_podgroups.yaml",
+    "scheduling.volcano.sh_queues.yaml",
+];
+const HOW_TO_GET: &str = "build them once with ../shared/tools/volcano-test-assets.sh (about 16 \
+    minutes on 2 cores; it prints `export VOLCANO_ASSETS=...`), or put Volcano v1.16's \
+    vc-scheduler and vc-controller-manager (from its release images \
+    volcanosh/vc-scheduler and volcanosh/vc-controller-manager, /vc-scheduler and \
+    /vc-controller-manager) in DIR/bin, its CRDs (installer/helm/chart/volcano/crd/bases) in \
+    DIR/crds and installer/helm/chart/volcano/config/volcano-scheduler.conf in DIR/conf, and set \
+    VOLCANO_ASSETS=DIR";
+/// Both binaries answer /healthz in about a second here; 60 s is a broken start.
+const START_LIMIT: Duration = Duration::from_secs(60);
+/// The controllers of kube-controller-manager a Volcano plane runs (see the module doc).
+const KCM_CONTROLLERS: &str = "garbage-collector-controller,namespace-controller";
+
+/// A Volcano assets directory: `bin/`, `crds/`, `conf/volcano-scheduler.conf`.
+#[derive(Debug, Clone)]
+pub struct VolcanoAssets {
+    pub dir: PathBuf,
+}
+
+impl VolcanoAssets {
+    pub fn scheduler(&self) -> PathBuf {
+        self.dir.join("bin/vc-scheduler")
+    }
+
+    pub fn controller_manager(&self) -> PathBuf {
+        self.dir.join("bin/vc-controller-manager")
+    }
+
+    pub fn scheduler_conf(&self) -> PathBuf {
+        self.dir.join("conf/volcano-scheduler.conf")
+    }
+
+    fn missing(&self) -> Option<String> {
+        let mut needed: Vec<PathBuf> = BINARIES.iter().map(|b| self.dir.join(b)).collect();
+        needed.push(self.scheduler_conf());
+        needed.extend(CRDS.iter().map(|c| self.dir.join("crds").join(c)));
+        let missing: Vec<String> = needed
+            .into_iter()
+            .filter(|p| !p.is_file())
+            .map(|p| p.display().to_string())
+            .collect();
+        (!missing.is_empty()).then(|| missing.join(", "))
+    }
+}
+
+/// The suite's requirement (see `harness`): kube-controller-manager beside the control
+/// plane's binaries, and Volcano's assets.
+pub fn requirement() -> Result<(), String> {
+    super::assets::scheduler_requirement()?;
+    find().map(drop)
+}
+
+/// `VOLCANO_ASSETS`, else the newest `~/.cache/kube-test-assets/volcano-*/` with both
+/// binaries; `Err` saying where to get them when there is none. A `VOLCANO_ASSETS` that
+/// lacks a file is an error too (a broken set-up, not a skip): the message names the file.
+pub fn find() -> Result<VolcanoAssets, String> {
+    if let Some(dir) = std::env::var_os("VOLCANO_ASSETS") {
+        let assets = VolcanoAssets {
+            dir: PathBuf::from(dir),
+        };
+        return match assets.missing() {
+            None => Ok(assets),
+            Some(missing) => Err(format!(
+                "VOLCANO_ASSETS={} lacks {missing} ({HOW_TO_GET})",
+                assets.dir.display()
+            )),
+        };
+    }
+    let home = std::env::var_os("HOME").ok_or("VOLCANO_ASSETS is not set and HOME is unknown")?;
+    let cache = PathBuf::from(home).join(".cache/kube-test-assets");
+    newest(&cache).ok_or_else(|| {
+        format!(
+            "no Volcano: VOLCANO_ASSETS is not set and {} holds no volcano-<version>/ with \
+             bin/vc-scheduler and bin/vc-controller-manager ({HOW_TO_GET})",
+            cache.display()
+        )
+    })
+}
+
+/// The complete `volcano-v<version>` directory with the highest version.
+fn newest(cache: &Path) -> Option<VolcanoAssets> {
+    let entries = std::fs::read_dir(cache).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .map(|e| VolcanoAssets { dir: e.path() })
+        .filter(|a| a.dir.is_dir() && a.missing().is_none())
+        .filter_map(|a| {
+            let name = a.dir.file_name()?.to_str()?.to_string();
+            Some((version_key(&name)?, a))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, a)| a)
+}
+
+/// `volcano-v1.16.0-alpha.1` → `[1, 16, 0]` (a pre-release sorts with its release).
+fn version_key(name: &str) -> Option<Vec<u64>> {
+    let version = name.strip_prefix("volcano-v")?;
+    let core = version.split('-').next()?;
+    core.split('.').map(|n| n.parse().ok()).collect()
+}
+
+/// Volcano's PodGroup.
+pub fn pod_group() -> ApiResource {
+    volcano_resource("PodGroup", "podgroups")
+}
+
+/// Volcano's Queue (cluster-scoped).
+pub fn queue() -> ApiResource {
+    volcano_resource("Queue", "queues")
+}
+
+fn volcano_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "scheduling.volcano.sh".into(),
+        version: "v1beta1".into(),
+        api_version: "scheduling.volcano.sh/v1beta1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+impl ControlPlane {
+    /// Installs Volcano's CRDs over the upstream PodGroup and Queue ones (the same names:
+    /// server-side apply with force takes them over), then starts kube-controller-manager,
+    /// vc-controller-manager (PodGroup and Queue controllers) and vc-scheduler with leader
+    /// election off, and waits until both Volcano binaries answer /healthz and the `default`
+    /// Queue exists. Panics with the log tails when they do not.
+    pub(super) async fn start_volcano(&self) {
+        let assets = find().unwrap_or_else(|why| panic!("{why}"));
+        self.install_volcano_crds(&assets).await;
+        let kubeconfig = format!("--kubeconfig={}", self.kubeconfig.display());
+        let kcm = vec![
+            kubeconfig.clone(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            format!("--controllers={KCM_CONTROLLERS}"),
+        ];
+        let program = self.assets.kube_controller_manager();
+        self.spawn("kube-controller-manager", &program, &kcm);
+        let [manager_port, scheduler_port] = free_ports();
+        let manager = vec![
+            kubeconfig.clone(),
+            "--leader-elect=false".into(),
+            "--controllers=pg-controller,queue-controller".into(),
+            format!("--scheduler-name={SCHEDULER_NAME}"),
+            "--enable-healthz".into(),
+            format!("--healthz-address=127.0.0.1:{manager_port}"),
+            "--listen-address=127.0.0.1:0".into(),
+        ];
+        self.spawn(
+            "vc-controller-manager",
+            &assets.controller_manager(),
+            &manager,
+        );
+        let scheduler = vec![
+            kubeconfig,
+            "--leader-elect=false".into(),
+            format!("--scheduler-conf={}", assets.scheduler_conf().display()),
+            format!("--scheduler-name={SCHEDULER_NAME}"),
+            // Volcano's default is 1 s too; said here because the tests' bounds assume it.
+            "--schedule-period=1s".into(),
+            "--default-queue=default".into(),
+            "--enable-healthz".into(),
+            format!("--healthz-address=127.0.0.1:{scheduler_port}"),
+            "--listen-address=127.0.0.1:0".into(),
+            "--cache-dumper=false".into(),
+        ];
+        self.spawn("vc-scheduler", &assets.scheduler(), &scheduler);
+        self.wait_healthz("vc-controller-manager", manager_port)
+            .await;
+        self.wait_healthz("vc-scheduler", scheduler_port).await;
+        let client = self.client().await;
+        let queues: Api<DynamicObject> = Api::all_with(client, &queue());
+        super::wait_for(
+            "vc-controller-manager creates Queue default",
+            START_LIMIT,
+            || async {
+                match queues.get_opt("default").await {
+                    Ok(Some(_)) => Ok(()),
+                    Ok(None) => Err(format!(
+                        "not yet; vc-controller-manager log tail:\n{}",
+                        self.log_tail("vc-controller-manager", 10)
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+        .await;
+    }
+
+    async fn install_volcano_crds(&self, assets: &VolcanoAssets) {
+        let client = self.client().await;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let dir = assets.dir.join("crds");
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        for path in files {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let value: Value = yaml_serde::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()));
+            let crd: CustomResourceDefinition = serde_json::from_value(value)
+                .unwrap_or_else(|e| panic!("{}: not a CRD: {e}", path.display()));
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            crds.patch(&name, &params, &Patch::Apply(&crd))
+                .await
+                .unwrap_or_else(|e| panic!("apply Volcano CRD {}: {e}", path.display()));
+            let (group, plural) = (crd.spec.group.clone(), crd.spec.names.plural.clone());
+            for version in crd.spec.versions.iter().filter(|v| v.served) {
+                let resource = ApiResource {
+                    group: group.clone(),
+                    version: version.name.clone(),
+                    api_version: format!("{group}/{}", version.name),
+                    kind: crd.spec.names.kind.clone(),
+                    plural: plural.clone(),
+                };
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+                let what = format!("{}/{plural} served", resource.api_version);
+                super::wait_for(&what, Duration::from_secs(30), || async {
+                    let list = api.list(&ListParams::default().limit(1)).await;
+                    list.map(drop).map_err(|e| e.to_string())
+                })
+                .await;
+            }
+        }
+    }
+
+    /// Waits for `GET http://127.0.0.1:{port}/healthz` to answer 200, failing early with the
+    /// log tail if the process exits.
+    async fn wait_healthz(&self, name: &str, port: u16) {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("HTTP client");
+        let url = format!("http://127.0.0.1:{port}/healthz");
+        let deadline = Instant::now() + START_LIMIT;
+        loop {
+            if let Err(exited) = self.check_running() {
+                panic!("{name} did not start: {exited}");
+            }
+            let last = match http.get(&url).send().await {
+                Ok(r) if r.status().is_success() => return,
+                Ok(r) => format!("{}", r.status()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                panic!(
+                    "{name} did not answer {url} within {START_LIMIT:?} (last: {last}); log \
+                     tail:\n{}",
+                    self.log_tail(name, 30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
