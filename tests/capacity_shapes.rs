@@ -3,6 +3,7 @@
 //! policy's verdicts (admitted, refused, undecided = warned) are counted per aim. The counts
 //! are printed (`cargo test --test capacity_shapes -- --nocapture`); comparing them with
 //! kube-scheduler is the differential test's business, not this one's.
+//! `GANGPLANK_SHAPES_DIR=DIR` keeps each pair as `DIR/nodes-<seed>.yaml` and `DIR/job-<seed>.yaml`.
 
 mod support;
 
@@ -108,10 +109,13 @@ fn assert_well_formed(pair: &Pair) {
 #[test]
 fn generated_pairs_check_without_error_and_cover_every_verdict() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // GANGPLANK_SHAPES_DIR keeps the pairs' files, to look at or to feed a scheduler.
+    let kept = std::env::var_os("GANGPLANK_SHAPES_DIR").map(std::path::PathBuf::from);
+    let dir_path = kept.as_deref().unwrap_or(dir.path());
     let counts: Mutex<BTreeMap<(Aim, Verdict), u32>> = Mutex::default();
     std::thread::scope(|s| {
         for worker in 0..WORKERS {
-            let (dir, counts) = (dir.path(), &counts);
+            let (dir, counts) = (dir_path, &counts);
             s.spawn(move || {
                 for seed in (0..PAIRS).filter(|seed| seed % WORKERS == worker) {
                     let pair = generate(seed);
