@@ -50,11 +50,17 @@ pub async fn observe(
     };
     let hpa = read_hpa(client, job).await?;
     let mpi_objects = read_mpi_objects(client, job).await?;
-    let facts = if pods.iter().any(is_pending) {
+    let mut facts = if pods.iter().any(is_pending) {
         cluster_facts(client, job, &pods).await?
     } else {
         ClusterFacts::default()
     };
+    // A gang that waits (no pods yet, or some Pending): what the scheduler said about it.
+    if let Some(pg) = pod_group.as_ref() {
+        if pods.is_empty() || pods.iter().any(is_pending) {
+            facts.pod_group_warnings = pod_group_warnings(client, job, pg).await?;
+        }
+    }
     Ok(Observed {
         pods,
         services,
@@ -195,6 +201,71 @@ async fn read_pod_group(
     Ok(found.and_then(|pg| serde_json::to_value(pg).ok()))
 }
 
+/// `<reason>: <message>` of each distinct Warning or `Unschedulable` Event on this PodGroup (its uid: not a
+/// deleted predecessor's of the same name) last seen within [`WARNING_WINDOW`] of the latest
+/// one: reasons the scheduler stopped giving are dropped, the ones it gives each cycle kept.
+async fn pod_group_warnings(
+    client: &kube::Client,
+    job: &JobSnapshot,
+    pod_group: &serde_json::Value,
+) -> Result<Vec<String>, kube::Error> {
+    let text = |p: &str| pod_group.pointer(p).and_then(serde_json::Value::as_str);
+    let (Some(name), uid) = (text("/metadata/name"), text("/metadata/uid")) else {
+        return Ok(Vec::new());
+    };
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), &job.namespace);
+    let fields = format!("involvedObject.kind=PodGroup,involvedObject.name={name}");
+    let listed: Vec<(Option<k8s_openapi::jiff::Timestamp>, String)> = events
+        .list(&ListParams::default().fields(&fields))
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| uid.is_none() || e.involved_object.uid.as_deref() == uid)
+        // Volcano's overcommit plugin records "resource in cluster is overused" as a
+        // Normal Event of reason Unschedulable; its gang summary is a Warning.
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                || e.reason
+                    .as_deref()
+                    .is_some_and(|r| r.contains("Unschedulable"))
+        })
+        .map(|e| {
+            let last = e.last_timestamp.as_ref().map(|t| t.0);
+            let seen = last
+                .or(e.event_time.as_ref().map(|t| t.0))
+                .or(e.first_timestamp.as_ref().map(|t| t.0));
+            let text = [e.reason.as_deref(), e.message.as_deref()]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(": ");
+            (seen, text)
+        })
+        .collect();
+    let newest = listed.iter().filter_map(|(seen, _)| *seen).max();
+    let recent = |seen: &Option<k8s_openapi::jiff::Timestamp>| match (seen, newest) {
+        (Some(seen), Some(newest)) => {
+            let gap = newest.duration_since(*seen);
+            gap.as_secs() <= WARNING_WINDOW.as_secs() as i64
+        }
+        _ => true,
+    };
+    let mut warnings: Vec<String> = listed
+        .into_iter()
+        .filter(|(seen, text)| recent(seen) && !text.is_empty())
+        .map(|(_, text)| text)
+        .collect();
+    warnings.sort();
+    warnings.dedup();
+    Ok(warnings)
+}
+
+/// Volcano records its reasons for a waiting gang every scheduling cycle (one second) until
+/// the event recorder's spam filter holds them back (about 25 per object, then one per five
+/// minutes); a reason older than the newest by more than this is one it stopped giving.
+const WARNING_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// FailedScheduling messages of the job's pods and the PVCs they mount that do not exist.
 async fn cluster_facts(
     client: &kube::Client,
@@ -224,6 +295,7 @@ async fn cluster_facts(
     Ok(ClusterFacts {
         failed_scheduling,
         missing_pvcs,
+        pod_group_warnings: Vec::new(),
     })
 }
 

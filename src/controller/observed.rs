@@ -57,6 +57,12 @@ pub struct ClusterFacts {
     pub failed_scheduling: BTreeMap<String, String>,
     /// PersistentVolumeClaims the job's pods mount that do not exist.
     pub missing_pvcs: Vec<String>,
+    /// `<reason>: <message>` of each distinct Warning or `Unschedulable` Event on the job's
+    /// PodGroup recorded
+    /// within a minute of the latest one (Volcano's `Unschedulable`: it records two per
+    /// cycle, the cause and a summary), read while the gang waits (see
+    /// [`podgroup::unschedulable_message`](super::podgroup::unschedulable_message)).
+    pub pod_group_warnings: Vec<String>,
 }
 
 impl Observed {

@@ -44,6 +44,11 @@ pub fn plan(job: &JobSnapshot, observed: &Observed, now: Timestamp, config: &Con
     }
 }
 
+/// How often a Volcano PodGroup that is not admitted is looked at again, for the reasons
+/// Volcano records only as Events on it (the controller watches PodGroups, not Events): one Event list per waiting job every 10 s, and the reason on the
+/// job within 10 s of Volcano's first cycle (1 s) that gives it.
+const GANG_REASON_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
+
 struct Planner<'a> {
     job: &'a JobSnapshot,
     observed: &'a Observed,
@@ -129,6 +134,7 @@ impl<'a> Planner<'a> {
             );
             self.set(ConditionType::Restarting, true, "Restarting", msg, true);
         }
+        self.explain_unplaced_gang();
         let worker0 = worker0_succeeded(&slots);
         // Restarting=True lasts until every replica runs again, not until the first pass
         // that no longer sees the failed pod (upstream #1711).
@@ -160,6 +166,60 @@ impl<'a> Planner<'a> {
         }
         self.scale_down(&slots);
         self.reconcile_pods(&slots, count);
+    }
+
+    /// Until the job first runs, the gang scheduler's reason for not placing its gang (see
+    /// [`watchdog::gang_reason`]) goes on the Created condition (reason `<Kind>Unschedulable`)
+    /// and into a Warning Event as soon as the scheduler gives it, instead of only in the
+    /// start deadline's message; Created gets its own reason back once the gang is placed.
+    fn explain_unplaced_gang(&mut self) {
+        let status = &self.status;
+        let first_start = status.condition(ConditionType::Running).is_none()
+            && !status.is(ConditionType::Restarting);
+        if self.config.gang.is_none() || !first_start {
+            return;
+        }
+        let kind = self.job.kind();
+        let unschedulable = reason(kind, "Unschedulable");
+        let shown = status
+            .condition(ConditionType::Created)
+            .is_some_and(|c| c.reason == unschedulable);
+        let unplaced = self.observed.pods.iter().all(|p| phase(p) == "Pending");
+        let pod_group = self.observed.pod_group.as_ref();
+        let held_back = self
+            .config
+            .gang
+            .as_ref()
+            .is_some_and(|g| pod_group.is_some() && !podgroup::ready_for_pods(g, pod_group));
+        if held_back {
+            // Volcano's reasons for a PodGroup it has not admitted are Events, which are
+            // not watched: look again.
+            self.requeue(Some(GANG_REASON_RECHECK));
+        }
+        match watchdog::gang_reason(self.observed).filter(|_| unplaced) {
+            Some(why) => {
+                let msg = format!(
+                    "{kind} {} is waiting for its gang: PodGroup {} is unschedulable: {why}",
+                    self.job_ref(),
+                    naming::pod_group_name(self.job),
+                );
+                let changed = self.status.set_condition(
+                    ConditionType::Created,
+                    true,
+                    unschedulable.clone(),
+                    msg.clone(),
+                    self.now,
+                );
+                if changed {
+                    self.out.events.push(Event::warning(unschedulable, msg));
+                }
+            }
+            None if shown => {
+                let msg = format!("{kind} {} is created.", self.job_ref());
+                self.set(ConditionType::Created, true, "Created", msg, false);
+            }
+            None => {}
+        }
     }
 
     /// Appends the pods being recreated, with their exit codes, to a True Restarting

@@ -189,11 +189,43 @@ pub fn ready_for_pods(gang: &GangScheduler, existing: Option<&Value>) -> bool {
     }
 }
 
-/// `<reason>: <message>` of the PodGroup's condition saying it cannot be placed: Volcano's
-/// `Unschedulable` when True, or the native `PodGroupScheduled` when False (reason
-/// `Unschedulable` or `SchedulerError`).
-pub fn unschedulable_message(pod_group: Option<&Value>) -> Option<String> {
-    pod_group?
+/// Why the gang scheduler does not place the job's gang, as `<reason>: <message>`: the one
+/// place a scheduler's reason for a stuck gang enters the planner (the job's condition and
+/// Event while it waits, the watchdog's message at the deadline).
+///
+/// In order: the PodGroup's condition saying it cannot be placed (Volcano's `Unschedulable`
+/// when True, the native `PodGroupScheduled` when False, reason `Unschedulable` or
+/// `SchedulerError`); else, while a Volcano PodGroup is not admitted (phase empty or
+/// Pending; it gets no condition until pods exist, and the controller creates none before
+/// admission), the scheduler's recent Warning Events on it (`warnings`: `Unschedulable:
+/// resource in cluster is overused: overused nvidia.com/gpu`, `Unschedulable: queue
+/// resource quota insufficient: ...`), joined with `; ` in a fixed order so that the text
+/// changes only when the reasons do. Volcano's per-cycle summary (`0/0 tasks in gang
+/// unschedulable: pod group is not ready, 9 minAvailable`) says only that the gang waits, so
+/// it comes after the causes.
+pub fn unschedulable_message(pod_group: Option<&Value>, warnings: &[String]) -> Option<String> {
+    let pod_group = pod_group?;
+    unschedulable_condition(pod_group).or_else(|| {
+        let phase = pod_group
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !matches!(phase, "" | "Pending") {
+            return None;
+        }
+        let mut ordered: Vec<&String> = warnings.iter().filter(|w| !w.is_empty()).collect();
+        ordered.sort_by_key(|w| (w.contains(GANG_SUMMARY), w.as_str()));
+        ordered.dedup();
+        let joined: Vec<&str> = ordered.into_iter().map(String::as_str).collect();
+        (!joined.is_empty()).then(|| joined.join("; "))
+    })
+}
+
+/// The words of Volcano's per-cycle summary Event of a waiting gang.
+const GANG_SUMMARY: &str = "tasks in gang unschedulable";
+
+fn unschedulable_condition(pod_group: &Value) -> Option<String> {
+    pod_group
         .pointer("/status/conditions")?
         .as_array()?
         .iter()

@@ -129,7 +129,7 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
     if let Some(pull) = pending.iter().find_map(|p| image_pull_failure(p)) {
         return pull;
     }
-    if let Some(msg) = podgroup::unschedulable_message(observed.pod_group.as_ref()) {
+    if let Some(msg) = gang_reason(observed) {
         return format!("PodGroup is unschedulable: {msg}");
     }
     if let Some((pod, msg)) = pending
@@ -139,6 +139,12 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
         return format!("pod {pod} cannot be scheduled: {msg}");
     }
     "the cluster reports no cause (no scheduling or image events)".to_string()
+}
+
+/// The gang scheduler's reason for not placing the gang, if it gave one.
+pub fn gang_reason(observed: &Observed) -> Option<String> {
+    let warnings = &observed.facts.pod_group_warnings;
+    podgroup::unschedulable_message(observed.pod_group.as_ref(), warnings)
 }
 
 /// `pod <name>: <reason>: <message>` for a container stuck pulling its image.

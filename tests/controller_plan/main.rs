@@ -9,6 +9,7 @@ mod cleanup;
 mod deadlines;
 mod elastic;
 mod env;
+mod gang_reason;
 mod mpi;
 mod mpi_v1;
 mod native_gang;
