@@ -45,7 +45,12 @@ impl ControlPlane {
             common.push(format!("--feature-gates={NATIVE_GANG_GATES}"));
         }
         let scheduler = self.assets.kube_scheduler();
-        self.spawn("kube-scheduler", &scheduler, &common);
+        let mut scheduler_args = common.clone();
+        // To see the scheduler's reasoning in a failure's log tail (4: each plugin's verdict).
+        if let Ok(level) = std::env::var("GANGPLANK_SCHEDULER_VERBOSITY") {
+            scheduler_args.push(format!("-v={level}"));
+        }
+        self.spawn("kube-scheduler", &scheduler, &scheduler_args);
         let mut manager = common;
         manager.push(format!("--controllers={CONTROLLERS}"));
         let program = self.assets.kube_controller_manager();
