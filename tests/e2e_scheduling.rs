@@ -173,16 +173,19 @@ fn h100_gang(name: &str, workers: u32, pool: &str) -> Value {
 /// Runs `job` on the bare control plane and returns where its pods went once settled.
 async fn run_bare(pool: &str, nodes: &[SimNode], job: &Value, pods: usize) -> Placement {
     let plane = bare();
+    create_nodes(&plane.client().await, nodes).await;
+    run(plane, pool, job, pods).await
+}
+
+/// Creates `job` (it must be admitted), waits for the controller's `pods` pods and for what
+/// the scheduler does with them.
+async fn run(plane: &ControlPlane, pool: &str, job: &Value, pods: usize) -> Placement {
     let client = plane.client().await;
-    create_nodes(&client, nodes).await;
-    let name = job["metadata"]["name"]
-        .as_str()
-        .expect("job name")
-        .to_string();
-    jobs::create(&client, pool, job, false)
-        .await
-        .unwrap_or_else(|e| panic!("create {name}: {e}"));
-    wait_pods(&client, pool, &name, pods).await;
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    if let Err(e) = jobs::create(&client, pool, job, false).await {
+        panic!("{name} must be admitted: {e}");
+    }
+    wait_pods(&client, pool, name, pods).await;
     let selector = format!("training.kubeflow.org/job-name={name}");
     wait_placement(plane, pool, &selector, pods, SETTLE, LIMIT).await
 }
@@ -287,21 +290,9 @@ async fn with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound() {
     assert!(placement.all_bound(), "{}", placement.summary());
 }
 
-/// Creates `job` on the gated control plane (it must be admitted) and waits for its pods'
-/// placement.
+/// Creates `job` on the gated control plane and waits for its pods' placement.
 async fn run_gated(pool: &str, job: &Value, pods: usize) -> Placement {
-    let plane = gated();
-    let client = plane.client().await;
-    let name = job["metadata"]["name"]
-        .as_str()
-        .expect("job name")
-        .to_string();
-    jobs::create(&client, pool, job, false)
-        .await
-        .unwrap_or_else(|e| panic!("{name} must be admitted: {e}"));
-    wait_pods(&client, pool, &name, pods).await;
-    let selector = format!("training.kubeflow.org/job-name={name}");
-    wait_placement(plane, pool, &selector, pods, SETTLE, LIMIT).await
+    run(gated(), pool, job, pods).await
 }
 
 async fn with_gangplank_a_mig_job_too_large_is_refused_and_a_fitting_one_bound() {
