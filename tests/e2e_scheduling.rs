@@ -32,6 +32,7 @@ e2e_suite!(
         with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound,
         with_gangplank_a_mig_job_too_large_is_refused_and_a_fitting_one_bound,
         with_gangplank_a_selector_mismatch_is_refused,
+        a_simulated_node_without_allocatable_is_refused_with_the_reason,
     ],
     support::scheduler::requirement
 );
@@ -326,4 +327,25 @@ async fn with_gangplank_a_selector_mismatch_is_refused() {
     let fitting = h100_gang("mismatch-fits", 3, &pool);
     let placement = run_gated(&pool, &fitting, 4).await;
     assert!(placement.all_bound(), "{}", placement.summary());
+}
+
+/// The test harness's own bad input: a node the scheduler would count as empty is refused
+/// before it is created, with what is missing and how to add it.
+async fn a_simulated_node_without_allocatable_is_refused_with_the_reason() {
+    use futures::FutureExt as _;
+    let plane = bare();
+    let client = plane.client().await;
+    let node = SimNode::new("no-memory").without_resource("memory");
+    let created = std::panic::AssertUnwindSafe(node.create(&client))
+        .catch_unwind()
+        .await;
+    let panic = created.expect_err("a node without allocatable memory is refused");
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("no-memory has no allocatable memory"),
+        "{message}"
+    );
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let stored = nodes.get_opt("no-memory").await.expect("get node");
+    assert!(stored.is_none(), "nothing was created");
 }
