@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 use support::controller::{pods_of, Controller};
@@ -40,6 +41,8 @@ e2e_suite!(
         an_elastic_job_binds_its_minimum_as_one_gang,
         the_seed_job_waits_whole_and_the_job_says_why_at_once,
         with_gangplank_the_seed_job_is_refused_with_demand_and_capacity,
+        a_job_in_a_queue_that_does_not_exist_says_so,
+        without_volcanos_crds_the_job_says_its_pod_group_was_refused,
     ],
     support::volcano::requirement
 );
@@ -505,4 +508,110 @@ async fn with_gangplank_the_seed_job_is_refused_with_demand_and_capacity() {
     let master = &fitting["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"];
     assert_eq!(master["schedulerName"], "volcano", "{fitting}");
     wait_bound(&client, &ns, "fits", 5).await;
+}
+
+/// Waits until job `name`'s Created condition has `reason` and a message containing `part`.
+async fn wait_created_reason(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    part: &str,
+) -> Value {
+    let api = jobs::pytorch_api(client, ns);
+    let what = format!("{name}'s Created condition: {reason}, {part:?}");
+    support::wait_for(&what, LIMIT, || async {
+        let job = api.get(name).await.map_err(|e| e.to_string())?;
+        let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
+        let created = condition(&job, "Created").cloned().unwrap_or_default();
+        let said = created["reason"] == reason && get_str(&created, "/message").contains(part);
+        said.then_some(created.clone())
+            .ok_or_else(|| format!("{created}"))
+    })
+    .await
+}
+
+async fn a_job_in_a_queue_that_does_not_exist_says_so() {
+    let plane = plane();
+    let client = plane.client().await;
+    let ns = plane.namespace("no-queue").await;
+    gpu_pool(&client, &ns, 2).await;
+    let queue_name = format!("missing-{ns}");
+    let mut job = jobs::gpu_gang("lost", 1, &ns);
+    job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"queue": queue_name}});
+    create(&client, &ns, &job).await;
+    // Volcano gives such a PodGroup no phase and records nothing: the controller says it.
+    let part = format!("Queue {queue_name} does not exist");
+    wait_created_reason(&client, &ns, "lost", "PyTorchJobUnschedulable", &part).await;
+    let pg = find_pod_group(&client, &ns, "lost")
+        .await
+        .unwrap_or_default();
+    assert_eq!(get_str(&pg, "/status/phase"), "", "{pg}");
+    let events = events_of(&client, &ns, "PyTorchJob", "lost").await;
+    assert!(events.iter().any(|e| e.contains(&part)), "{events:?}");
+
+    // Once the Queue exists, Volcano admits the gang and binds it; Created is plain again.
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &queue());
+    let q: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": queue_name}, "spec": {"weight": 1},
+    }))
+    .unwrap_or_else(|e| panic!("Queue object: {e}"));
+    queues
+        .create(&PostParams::default(), &q)
+        .await
+        .unwrap_or_else(|e| panic!("create Queue {queue_name}: {e}"));
+    wait_bound(&client, &ns, "lost", 2).await;
+    wait_created_reason(&client, &ns, "lost", "PyTorchJobCreated", "is created").await;
+}
+
+async fn without_volcanos_crds_the_job_says_its_pod_group_was_refused() {
+    let assets = support::assets::get();
+    let plane = ControlPlane::start(&assets, Crds::TrainingV1);
+    let client = plane.client().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = "podgroups.scheduling.volcano.sh";
+    crds.delete(crd, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete CRD {crd}: {e}"));
+    support::wait_for("the PodGroup CRD gone", LIMIT, || async {
+        match crds.get_opt(crd).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let controller = Controller::start(&plane, "controller-no-volcano", &CONTROLLER_ARGS);
+    let ns = plane.namespace("no-volcano").await;
+    create(&client, &ns, &jobs::gpu_gang("orphan", 1, &ns)).await;
+    let api = jobs::pytorch_api(&client, &ns);
+    let created = support::wait_for("the job says its PodGroup was refused", LIMIT, || async {
+        let job = api.get("orphan").await.map_err(|e| e.to_string())?;
+        let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
+        let created = condition(&job, "Created").cloned().unwrap_or_default();
+        (created["reason"] == "PyTorchJobPodGroupRefused")
+            .then_some(created.clone())
+            .ok_or_else(|| format!("{created}; controller log:\n{}", controller.process.tail(5)))
+    })
+    .await;
+    let message = get_str(&created, "/message");
+    assert!(
+        message.contains("PodGroup orphan-pytorchjob was refused"),
+        "{message}"
+    );
+    assert!(
+        message.contains("does not serve scheduling.volcano.sh/v1beta1 PodGroups"),
+        "{message}"
+    );
+    let events = events_of(&client, &ns, "PyTorchJob", "orphan").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("PyTorchJobPodGroupRefused: ")),
+        "{events:?}"
+    );
+    assert!(
+        pods_of(&client, &ns, "orphan").await.is_empty(),
+        "no pods without a gang"
+    );
 }

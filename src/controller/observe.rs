@@ -17,7 +17,7 @@ use kube::ResourceExt;
 use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
 use super::observed::{ClusterFacts, LauncherRbac, Observed, SshSecret};
 use super::snapshot::JobSnapshot;
-use super::{mpi, naming, podgroup, Config};
+use super::{mpi, naming, podgroup, Config, GangScheduler};
 
 /// Reads what `job` owns. Pods and Services come from the caches (filtered by the job's
 /// uid in a controller owner reference, so a same-named job created after a delete never
@@ -44,9 +44,16 @@ pub async fn observe(
         .filter(|s| owned(s.owner_references()))
         .map(|s| (**s).clone())
         .collect();
-    let pod_group = match &config.gang {
-        Some(gang) => read_pod_group(client, job, podgroup::api_version(gang)).await?,
-        None => None,
+    // A 404 that is not an object's NotFound (get_opt's None) is the API itself missing.
+    let (pod_group, not_served) = match &config.gang {
+        Some(gang) => match read_pod_group(client, job, podgroup::api_version(gang)).await {
+            Ok(found) => (found, None),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                (None, Some(podgroup::not_served(gang, &status.message)))
+            }
+            Err(e) => return Err(e),
+        },
+        None => (None, None),
     };
     let hpa = read_hpa(client, job).await?;
     let mpi_objects = read_mpi_objects(client, job).await?;
@@ -55,10 +62,14 @@ pub async fn observe(
     } else {
         ClusterFacts::default()
     };
+    facts.pod_group_refused = not_served;
     // A gang that waits (no pods yet, or some Pending): what the scheduler said about it.
     if let Some(pg) = pod_group.as_ref() {
         if pods.is_empty() || pods.iter().any(is_pending) {
             facts.pod_group_warnings = pod_group_warnings(client, job, pg).await?;
+        }
+        if config.gang == Some(GangScheduler::Volcano) {
+            facts.missing_queue = missing_queue(client, pg).await;
         }
     }
     Ok(Observed {
@@ -261,6 +272,34 @@ async fn pod_group_warnings(
     Ok(warnings)
 }
 
+/// The Queue a Volcano PodGroup without a phase names, if it does not exist. Asked only
+/// while Volcano has not looked at the PodGroup; a read that fails (no RBAC on Queues, say)
+/// is no answer, not a failed reconcile.
+async fn missing_queue(client: &kube::Client, pod_group: &serde_json::Value) -> Option<String> {
+    let phase = pod_group.pointer("/status/phase");
+    if phase
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|p| !p.is_empty())
+    {
+        return None;
+    }
+    let queue = pod_group.pointer("/spec/queue")?.as_str()?;
+    let resource = ApiResource {
+        plural: "queues".to_string(),
+        kind: "Queue".to_string(),
+        ..pod_group_resource(podgroup::VOLCANO_API)
+    };
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    match queues.get_opt(queue).await {
+        Ok(None) => Some(queue.to_string()),
+        Ok(Some(_)) => None,
+        Err(e) => {
+            tracing::debug!(queue, error = %e, "cannot read the PodGroup's Queue");
+            None
+        }
+    }
+}
+
 /// Volcano records its reasons for a waiting gang every scheduling cycle (one second) until
 /// the event recorder's spam filter holds them back (about 25 per object, then one per five
 /// minutes); a reason older than the newest by more than this is one it stopped giving.
@@ -296,6 +335,8 @@ async fn cluster_facts(
         failed_scheduling,
         missing_pvcs,
         pod_group_warnings: Vec::new(),
+        pod_group_refused: None,
+        missing_queue: None,
     })
 }
 

@@ -63,6 +63,13 @@ pub struct ClusterFacts {
     /// cycle, the cause and a summary), read while the gang waits (see
     /// [`podgroup::unschedulable_message`](super::podgroup::unschedulable_message)).
     pub pod_group_warnings: Vec<String>,
+    /// Why the API server refused the last write of the job's PodGroup (no such API: the
+    /// gang scheduler is not installed; a schema or webhook refusal), set by the I/O shell
+    /// when it plans again after that write failed.
+    pub pod_group_refused: Option<String>,
+    /// The Volcano Queue the job's PodGroup names, when it has no phase yet and that Queue
+    /// does not exist (Volcano then says nothing at all).
+    pub missing_queue: Option<String>,
 }
 
 impl Observed {

@@ -45,7 +45,8 @@ pub fn plan(job: &JobSnapshot, observed: &Observed, now: Timestamp, config: &Con
 }
 
 /// How often a Volcano PodGroup that is not admitted is looked at again, for the reasons
-/// Volcano records only as Events on it (the controller watches PodGroups, not Events): one Event list per waiting job every 10 s, and the reason on the
+/// Volcano records only as Events on it (the controller watches PodGroups, not Events), and
+/// a refused PodGroup written again: one Event list per waiting job every 10 s, and the reason on the
 /// job within 10 s of Volcano's first cycle (1 s) that gives it.
 const GANG_REASON_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -171,7 +172,8 @@ impl<'a> Planner<'a> {
     /// Until the job first runs, the gang scheduler's reason for not placing its gang (see
     /// [`watchdog::gang_reason`]) goes on the Created condition (reason `<Kind>Unschedulable`)
     /// and into a Warning Event as soon as the scheduler gives it, instead of only in the
-    /// start deadline's message; Created gets its own reason back once the gang is placed.
+    /// start deadline's message; so does a PodGroup the API server refused (reason
+    /// `<Kind>PodGroupRefused`). Created gets its own reason back once the gang is placed.
     fn explain_unplaced_gang(&mut self) {
         let status = &self.status;
         let first_start = status.condition(ConditionType::Running).is_none()
@@ -180,38 +182,54 @@ impl<'a> Planner<'a> {
             return;
         }
         let kind = self.job.kind();
-        let unschedulable = reason(kind, "Unschedulable");
+        let group = naming::pod_group_name(self.job);
+        let ours = [
+            reason(kind, "Unschedulable"),
+            reason(kind, "PodGroupRefused"),
+        ];
         let shown = status
             .condition(ConditionType::Created)
-            .is_some_and(|c| c.reason == unschedulable);
-        let unplaced = self.observed.pods.iter().all(|p| phase(p) == "Pending");
+            .is_some_and(|c| ours.contains(&c.reason));
         let pod_group = self.observed.pod_group.as_ref();
         let held_back = self
             .config
             .gang
             .as_ref()
             .is_some_and(|g| pod_group.is_some() && !podgroup::ready_for_pods(g, pod_group));
-        if held_back {
+        let refused = self.observed.facts.pod_group_refused.as_ref();
+        if held_back || refused.is_some() {
             // Volcano's reasons for a PodGroup it has not admitted are Events, which are
-            // not watched: look again.
+            // not watched, and a refused PodGroup is written again: look again.
             self.requeue(Some(GANG_REASON_RECHECK));
         }
-        match watchdog::gang_reason(self.observed).filter(|_| unplaced) {
-            Some(why) => {
-                let msg = format!(
-                    "{kind} {} is waiting for its gang: PodGroup {} is unschedulable: {why}",
-                    self.job_ref(),
-                    naming::pod_group_name(self.job),
-                );
+        let unplaced = self.observed.pods.iter().all(|p| phase(p) == "Pending");
+        let why = match refused {
+            Some(r) => Some((
+                "PodGroupRefused",
+                format!("PodGroup {group} was refused: {r}"),
+            )),
+            None => watchdog::gang_reason(self.observed)
+                .filter(|_| unplaced)
+                .map(|r| {
+                    (
+                        "Unschedulable",
+                        format!("PodGroup {group} is unschedulable: {r}"),
+                    )
+                }),
+        };
+        match why {
+            Some((what, why)) => {
+                let reason = reason(kind, what);
+                let msg = format!("{kind} {} is waiting for its gang: {why}", self.job_ref());
                 let changed = self.status.set_condition(
                     ConditionType::Created,
                     true,
-                    unschedulable.clone(),
+                    reason.clone(),
                     msg.clone(),
                     self.now,
                 );
                 if changed {
-                    self.out.events.push(Event::warning(unschedulable, msg));
+                    self.out.events.push(Event::warning(reason, msg));
                 }
             }
             None if shown => {
@@ -291,8 +309,12 @@ impl<'a> Planner<'a> {
         let mut waiting_for_group = false;
         if let Some(gang) = &self.config.gang {
             let existing = self.observed.pod_group.as_ref();
-            if let Some(action) = podgroup::reconcile(self.job, gang, existing) {
-                self.push(action);
+            let refused = self.observed.facts.pod_group_refused.is_some();
+            match podgroup::reconcile(self.job, gang, existing) {
+                // Said on the job (see `explain_unplaced_gang`); tried again at the requeue.
+                Some(_) if refused => {}
+                Some(action) => self.push(action),
+                None => {}
             }
             waiting_for_group = !podgroup::ready_for_pods(gang, existing);
         }

@@ -221,6 +221,32 @@ pub fn unschedulable_message(pod_group: Option<&Value>, warnings: &[String]) -> 
     })
 }
 
+/// Why no PodGroup of `gang`'s API can be written: the API server does not serve it
+/// (`detail`: its answer).
+pub fn not_served(gang: &GangScheduler, detail: &str) -> String {
+    let install = match gang {
+        GangScheduler::Volcano => {
+            "install Volcano (its CRDs: scheduling.volcano.sh_podgroups.yaml)"
+        }
+        GangScheduler::SchedulerPlugins { .. } => "install scheduler-plugins' PodGroup CRD",
+        GangScheduler::Kubernetes => "serve it (kube-apiserver 1.36 with GenericWorkload)",
+    };
+    format!(
+        "the API server does not serve {} PodGroups ({detail}): {install}, or run the \
+         controller with another --gang-scheduler",
+        api_version(gang)
+    )
+}
+
+/// What a Volcano PodGroup in a Queue that does not exist gets from Volcano: nothing (no
+/// phase, no Event), so the controller says it.
+pub fn missing_queue(queue: &str) -> String {
+    format!(
+        "Queue {queue} does not exist, and Volcano ignores PodGroups of a missing queue: create \
+         it, or set runPolicy.schedulingPolicy.queue to an existing one"
+    )
+}
+
 /// The words of Volcano's per-cycle summary Event of a waiting gang.
 const GANG_SUMMARY: &str = "tasks in gang unschedulable";
 

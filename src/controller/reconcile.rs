@@ -20,7 +20,7 @@ use super::expectations::Expectations;
 use super::metrics::ControllerMetrics;
 use super::observe::observe;
 use super::status::{ConditionType, JobStatus};
-use super::{plan, Config, Event, EventType, JobSnapshot, Timestamp};
+use super::{plan, podgroup, Config, Event, EventType, GangScheduler, JobSnapshot, Timestamp};
 
 /// A job that plans no deadline is looked at again after this long anyway: a safety net for
 /// a missed watch event (the watch itself re-lists on expiry).
@@ -104,7 +104,7 @@ async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, Re
     if snapshot.deleting {
         ctx.expectations.forget(&snapshot.uid);
     }
-    let observed = observe(
+    let mut observed = observe(
         &ctx.client,
         &ctx.config,
         &ctx.pods,
@@ -122,8 +122,25 @@ async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, Re
         // bring this job back (the requeue is the fallback).
         return Ok(Requeue::requeue(CACHE_LAG));
     }
-    let plan = plan(&snapshot, &observed, Timestamp::now(), &ctx.config);
-    apply(&ctx.client, &ctx.resource, &snapshot, &plan.actions).await?;
+    let now = Timestamp::now();
+    let mut plan = plan(&snapshot, &observed, now, &ctx.config);
+    if let Err(e) = apply(&ctx.client, &ctx.resource, &snapshot, &plan.actions).await {
+        // A PodGroup the API server refuses is the job's problem, said on the job (the
+        // planner holds the write back and names the refusal), not a silent retry loop.
+        let Some(refused) = pod_group_refusal(&e, ctx.config.gang.as_ref()) else {
+            return Err(e.into());
+        };
+        tracing::warn!(
+            kind = ctx.kind,
+            namespace = %snapshot.namespace,
+            job = %snapshot.name,
+            error = %crate::error_chain(&e),
+            "PodGroup refused"
+        );
+        observed.facts.pod_group_refused = Some(refused);
+        plan = super::plan(&snapshot, &observed, now, &ctx.config);
+        apply(&ctx.client, &ctx.resource, &snapshot, &plan.actions).await?;
+    }
     ctx.expectations.created(&snapshot.uid, &plan.actions);
     if let Some(status) = &plan.status {
         write_status(ctx, &snapshot, &object, status).await?;
@@ -133,6 +150,24 @@ async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, Re
     Ok(match plan.requeue_after {
         Some(after) => Requeue::requeue(after.min(RESYNC)),
         None => Requeue::requeue(RESYNC),
+    })
+}
+
+/// What to tell the user when the API server refused a PodGroup write for good (a 4xx other
+/// than a conflict or throttling); `None` for other failures, which are retried.
+fn pod_group_refusal(error: &ApplyError, gang: Option<&GangScheduler>) -> Option<String> {
+    if !matches!(error.action, "create podgroup" | "update podgroup") {
+        return None;
+    }
+    let kube::Error::Api(status) = &error.source else {
+        return None;
+    };
+    if !(400..500).contains(&status.code) || matches!(status.code, 409 | 429) {
+        return None;
+    }
+    Some(match (status.code, gang) {
+        (404, Some(gang)) => podgroup::not_served(gang, &status.message),
+        (code, _) => format!("{code} {}: {}", status.reason, status.message),
     })
 }
 

@@ -126,6 +126,9 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
             observed.facts.missing_pvcs.join(", ")
         );
     }
+    if let Some(refused) = &observed.facts.pod_group_refused {
+        return format!("the PodGroup could not be written: {refused}");
+    }
     if let Some(pull) = pending.iter().find_map(|p| image_pull_failure(p)) {
         return pull;
     }
@@ -143,6 +146,9 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
 
 /// The gang scheduler's reason for not placing the gang, if it gave one.
 pub fn gang_reason(observed: &Observed) -> Option<String> {
+    if let Some(queue) = &observed.facts.missing_queue {
+        return Some(podgroup::missing_queue(queue));
+    }
     let warnings = &observed.facts.pod_group_warnings;
     podgroup::unschedulable_message(observed.pod_group.as_ref(), warnings)
 }

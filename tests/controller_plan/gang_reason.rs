@@ -213,3 +213,86 @@ fn volcanos_cause_comes_before_its_per_cycle_summary_whatever_the_order_read() {
         );
     }
 }
+
+const NOT_SERVED: &str = "the API server does not serve scheduling.volcano.sh/v1beta1 PodGroups \
+    (the server could not find the requested resource): install the gang scheduler's CRDs";
+
+#[test]
+fn a_refused_pod_group_is_said_on_the_job_and_written_again_later() {
+    let job = pytorch_job(1, 1).with_gpus(8);
+    let mut observed = Observed::default();
+    observed.facts.pod_group_refused = Some(NOT_SERVED.to_string());
+    let plan = job.plan_with(&observed, 0, &volcano());
+    let want = format!(
+        "PyTorchJob mnist is waiting for its gang: PodGroup mnist-pytorchjob was refused: \
+         {NOT_SERVED}"
+    );
+    assert_eq!(
+        created_condition(&plan),
+        ("PyTorchJobPodGroupRefused".to_string(), want.clone())
+    );
+    assert_eq!(
+        warnings(&plan),
+        vec![&Event::warning("PyTorchJobPodGroupRefused", want)]
+    );
+    assert_eq!(
+        action_list(&plan.actions),
+        Vec::<String>::new(),
+        "no write, no pods"
+    );
+    assert_eq!(plan.requeue_after, secs(10), "the PodGroup is tried again");
+    // The next pass, without the refusal, writes the PodGroup again.
+    let again = job
+        .with_status_of(&plan)
+        .plan_with(&Observed::default(), 10, &volcano());
+    assert!(
+        action_list(&again.actions)
+            .iter()
+            .any(|a| a.contains("PodGroup")),
+        "{:?}",
+        action_list(&again.actions)
+    );
+}
+
+#[test]
+fn the_start_deadline_names_a_refused_pod_group() {
+    let job = pytorch_job(1, 1)
+        .with_gpus(8)
+        .run_policy("schedulingPolicy", json!({"scheduleTimeoutSeconds": 60}));
+    let started = job.with_status_of(&job.plan_with(&Observed::default(), 0, &volcano()));
+    let mut observed = Observed::default();
+    observed.facts.pod_group_refused = Some(NOT_SERVED.to_string());
+    let plan = started.plan_with(&observed, 60, &volcano());
+    assert_eq!(
+        message(&plan, "Failed"),
+        format!(
+            "PyTorchJob mnist did not start within 60s: PodGroup mnist-pytorchjob was not \
+             admitted: the PodGroup could not be written: {NOT_SERVED}"
+        )
+    );
+}
+
+#[test]
+fn a_pod_group_in_a_queue_that_does_not_exist_is_named_though_volcano_says_nothing() {
+    let job = pytorch_job(1, 1)
+        .with_gpus(8)
+        .run_policy("schedulingPolicy", json!({"queue": "research"}));
+    let mut observed = Observed {
+        pod_group: Some(json!({
+            "metadata": {"name": "mnist-pytorchjob", "creationTimestamp": "2023-11-14T22:13:20Z"},
+            "spec": {"minMember": 2, "queue": "research"},
+        })),
+        ..Observed::default()
+    };
+    observed.facts.missing_queue = Some("research".into());
+    let plan = job.plan_with(&observed, 5, &volcano());
+    let (reason, message) = created_condition(&plan);
+    assert_eq!(reason, "PyTorchJobUnschedulable");
+    assert_eq!(
+        message,
+        "PyTorchJob mnist is waiting for its gang: PodGroup mnist-pytorchjob is unschedulable: \
+         Queue research does not exist, and Volcano ignores PodGroups of a missing queue: create \
+         it, or set runPolicy.schedulingPolicy.queue to an existing one"
+    );
+    assert_eq!(warnings(&plan).len(), 1);
+}

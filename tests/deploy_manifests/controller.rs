@@ -102,6 +102,9 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
             &["podgroups"],
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
+        // The Queue a PodGroup names, while Volcano has not looked at it (it says nothing
+        // about a missing Queue).
+        ("scheduling.volcano.sh", &["queues"], &["get"]),
         (
             "scheduling.x-k8s.io",
             &["podgroups"],
