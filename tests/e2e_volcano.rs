@@ -39,6 +39,7 @@ e2e_suite!(
         suspend_frees_the_gpus_and_resume_binds_the_gang_again,
         the_queue_and_priority_class_reach_volcano,
         an_elastic_job_binds_its_minimum_as_one_gang,
+        an_mpi_job_v2beta1_gets_a_pod_group_of_launcher_and_workers_bound_whole,
         the_seed_job_waits_whole_and_the_job_says_why_at_once,
         with_gangplank_the_seed_job_is_refused_with_demand_and_capacity,
         a_job_in_a_queue_that_does_not_exist_says_so,
@@ -614,4 +615,86 @@ async fn without_volcanos_crds_the_job_says_its_pod_group_was_refused() {
         pods_of(&client, &ns, "orphan").await.is_empty(),
         "no pods without a gang"
     );
+}
+
+/// The Volcano control plane with the mpi-operator's v2beta1 MPIJob CRD and
+/// `gangplank controller --kinds=MPIJob`.
+fn mpi_plane() -> &'static ControlPlane {
+    static CONTROLLER: OnceLock<Controller> = OnceLock::new();
+    let assets = support::assets::get();
+    let plane = ControlPlane::shared_with(&assets, Crds::MpiV2beta1, Scheduling::Volcano);
+    let args = [
+        "--leader-elect=false",
+        "--gang-scheduler=volcano",
+        "--kinds=MPIJob",
+    ];
+    CONTROLLER.get_or_init(|| Controller::start(plane, "controller-volcano-mpi", &args));
+    plane
+}
+
+/// An MPIJob v2beta1: one Launcher without GPUs and `workers` 8-GPU Workers, on `pool`.
+fn mpi_job(name: &str, workers: u32, pool: &str) -> Value {
+    let container = |name: &str, gpus: u32| {
+        let mut c = json!({"name": name, "image": jobs::IMAGE, "command": ["mpirun", "python", "train.py"]});
+        if gpus > 0 {
+            let r = json!({"nvidia.com/gpu": gpus});
+            c["resources"] = json!({"requests": r, "limits": r});
+        }
+        c
+    };
+    let replica = |replicas: u32, c: Value| {
+        json!({"replicas": replicas, "template": {"spec": {
+            "containers": [c], "nodeSelector": {"pool": pool},
+        }}})
+    };
+    json!({
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": 8,
+            "mpiReplicaSpecs": {
+                "Launcher": replica(1, container("launcher", 0)),
+                "Worker": replica(workers, container("worker", 8)),
+            },
+        },
+    })
+}
+
+async fn an_mpi_job_v2beta1_gets_a_pod_group_of_launcher_and_workers_bound_whole() {
+    let plane = mpi_plane();
+    let client = plane.client().await;
+    let ns = plane.namespace("mpi").await;
+    gpu_pool(&client, &ns, 2).await;
+    let job = mpi_job("allreduce", 2, &ns);
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .unwrap_or_else(|e| panic!("create MPIJob: {e}"));
+    let placement = wait_bound(&client, &ns, "allreduce", 3).await;
+    let nodes: BTreeSet<&String> = placement.bound.values().collect();
+    assert_eq!(nodes.len(), 2, "{}", placement.summary());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &pod_group());
+    let pg = api
+        .get("allreduce-mpijob")
+        .await
+        .unwrap_or_else(|e| panic!("PodGroup allreduce-mpijob: {e}"));
+    let pg = serde_json::to_value(pg).unwrap_or_default();
+    // The launcher is a member of the gang; its lack of GPUs counts for nothing.
+    assert_eq!(pg["spec"]["minMember"], 3, "{pg}");
+    assert_eq!(pg["spec"]["minResources"]["nvidia.com/gpu"], "16", "{pg}");
+    // A second MPIJob too large for what is left binds nothing, not even its GPU-less
+    // launcher, while the first holds the GPUs.
+    let second = mpi_job("waits", 1, &ns);
+    jobs::create(&client, &ns, &second, false)
+        .await
+        .unwrap_or_else(|e| panic!("create MPIJob: {e}"));
+    support::wait_for("the second MPIJob's PodGroup", LIMIT, || async {
+        let found = api
+            .get_opt("waits-mpijob")
+            .await
+            .map_err(|e| e.to_string())?;
+        found.map(drop).ok_or_else(|| "not yet".to_string())
+    })
+    .await;
+    assert_none_bound_for_a_while(&client, &ns, "waits").await;
 }
