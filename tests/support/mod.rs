@@ -17,6 +17,7 @@
 pub mod assets;
 pub mod control_plane;
 pub mod controller;
+pub mod differential;
 pub mod harness;
 pub mod jobs;
 pub mod nodes;

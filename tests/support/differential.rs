@@ -1,0 +1,590 @@
+//! The differential between gangplank's capacity verdicts and what a real gang scheduler
+//! does, shared by `e2e_scheduler_differential` (kube-scheduler's native gang) and
+//! `e2e_volcano_differential` (Volcano through `gangplank controller`'s PodGroups).
+//!
+//! Entry point: [`run`]. From a fixed seed, [`shapes`](super::shapes) generates pairs of a
+//! cluster (nodes with GPUs, MIG slices, cpu/memory, labels, taints, cordons) and a job
+//! (replica counts, GPUs or MIG per pod, cpu/memory, nodeSelectors, tolerations,
+//! minAvailable). For each pair:
+//!
+//! - gangplank's verdict: `gangplank check --cluster <the pair's nodes> -o json <the job>`:
+//!   refused by the capacity policies, admitted, or *undecided* (admitted with a warning that
+//!   the scheduler's order decides);
+//! - the scheduler's: the pair's nodes are created on an empty control plane and the job's
+//!   pods scheduled as one gang (minCount/minMember = minAvailable, else every pod): placed
+//!   when at least that many pods are bound, not placed when none is and the scheduler says
+//!   why.
+//!
+//! Every decided pair must agree; undecided pairs are counted by cause. Pairs run side by
+//! side on disjoint nodes: every node of a pair carries `gangplank.dev/pair=<n>` and every pod
+//! selects it (the same label on all the pair's nodes, so it changes nothing either side
+//! decides).
+//!
+//! `GANGPLANK_DIFFERENTIAL_PAIRS` and `GANGPLANK_DIFFERENTIAL_SEED` change the sample,
+//! `GANGPLANK_DIFFERENTIAL_ONLY=N` replays pair N alone.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use serde_json::{json, Value};
+
+use super::nodes::{create_node, delete_nodes};
+use super::scheduler::{native_pod_group, wait_placement, Placement};
+use super::{jobs, shapes, volcano, ControlPlane};
+
+/// Who schedules the gangs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// kube-scheduler with the native gang: the test writes the `scheduling.k8s.io/v1alpha2`
+    /// PodGroup and the pods (as the controller would, `spec.schedulingGroup` set).
+    NativeGang,
+    /// Volcano: the test creates the job, `gangplank controller --gang-scheduler volcano`
+    /// (running on the plane) writes the PodGroup and, once Volcano admits it, the pods.
+    Volcano,
+}
+
+impl Backend {
+    /// Pairs in flight at once. kube-scheduler handles one pod group at a time anyway; more
+    /// only makes the apiserver the bottleneck on two cores. Volcano's queue `default` is
+    /// shared by every pair, so its pairs run fewer at a time.
+    fn parallel(self) -> usize {
+        match self {
+            Backend::NativeGang => 6,
+            Backend::Volcano => 4,
+        }
+    }
+
+    fn scheduler_process(self) -> &'static str {
+        match self {
+            Backend::NativeGang => "kube-scheduler",
+            Backend::Volcano => "vc-scheduler",
+        }
+    }
+}
+
+/// Pair `n` is `shapes::generate(seed + n)`; 0 gives the pairs `capacity_shapes` counts.
+const DEFAULT_SEED: u64 = 0;
+const PAIR_LABEL: &str = "gangplank.dev/pair";
+/// An unbound gang must stay unbound this long to count as "not placed" (the scheduler
+/// settles a gang of a dozen pods in well under a second here).
+const SETTLE: Duration = Duration::from_secs(3);
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// What gangplank said of a pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    Admitted,
+    Refused(String),
+    Undecided(String),
+}
+
+/// One pair's outcome.
+#[derive(Debug)]
+struct Outcome {
+    pair: usize,
+    verdict: Verdict,
+    placed: bool,
+    placement: String,
+    aim: shapes::Aim,
+    /// The generated pair, in full (to replay it).
+    shape: String,
+}
+
+fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
+        Err(_) => default,
+    }
+}
+
+/// Runs the differential on `plane` with `backend` and fails on any decided pair where
+/// gangplank and the scheduler disagree.
+pub async fn run(plane: &ControlPlane, backend: Backend, default_pairs: usize) {
+    let pairs = env_number("GANGPLANK_DIFFERENTIAL_PAIRS", default_pairs);
+    let seed = env_number("GANGPLANK_DIFFERENTIAL_SEED", DEFAULT_SEED);
+    let namespace = plane.namespace("differential").await;
+    let started = Instant::now();
+    // GANGPLANK_DIFFERENTIAL_ONLY=N replays pair N alone.
+    let only: Option<usize> = std::env::var("GANGPLANK_DIFFERENTIAL_ONLY")
+        .ok()
+        .and_then(|n| n.parse().ok());
+    let (first, pairs) = only.map_or((0, pairs), |n| (n, n + 1));
+    let next = AtomicUsize::new(first);
+    let outcomes = Mutex::new(Vec::new());
+    let workers = (0..backend.parallel()).map(|_| async {
+        loop {
+            let pair = next.fetch_add(1, Ordering::Relaxed);
+            if pair >= pairs {
+                break;
+            }
+            let outcome = run_pair(plane, backend, &namespace, seed, pair).await;
+            outcomes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(outcome);
+        }
+    });
+    futures::future::join_all(workers).await;
+    let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
+    outcomes.sort_by_key(|o| o.pair);
+    report(backend, &outcomes, seed, started.elapsed());
+}
+
+/// Prints the counts and fails on any decided pair where gangplank and the scheduler differ.
+fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_aim: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut undecided: BTreeMap<String, usize> = BTreeMap::new();
+    let mut disagreements = Vec::new();
+    for o in outcomes {
+        let key = match (&o.verdict, o.placed) {
+            (Verdict::Admitted, true) => "admitted, placed",
+            (Verdict::Refused(_), false) => "refused, not placed",
+            (Verdict::Admitted, false) => "DISAGREE: admitted, never placed",
+            (Verdict::Refused(_), true) => "DISAGREE: refused, placed",
+            (Verdict::Undecided(_), true) => "undecided, placed",
+            (Verdict::Undecided(_), false) => "undecided, not placed",
+        };
+        *counts.entry(key).or_default() += 1;
+        *by_aim
+            .entry(format!("{:?}", o.aim))
+            .or_default()
+            .entry(key)
+            .or_default() += 1;
+        if let Verdict::Undecided(why) = &o.verdict {
+            *undecided.entry(undecided_reason(why)).or_default() += 1;
+        }
+        if key.starts_with("DISAGREE") {
+            disagreements.push(format!(
+                "pair {} ({key}): {:?}\n  scheduler: {}\n  shape: {}",
+                o.pair, o.verdict, o.placement, o.shape
+            ));
+        }
+    }
+    let decided = outcomes
+        .iter()
+        .filter(|o| !matches!(o.verdict, Verdict::Undecided(_)))
+        .count();
+    eprintln!(
+        "differential against {backend:?} (seed {seed}, {} pairs, {:.0} s): {decided} decided, {} agree; {counts:?}; \
+         undecided by reason: {undecided:?}",
+        outcomes.len(),
+        elapsed.as_secs_f64(),
+        decided - disagreements.len(),
+    );
+    for (aim, counts) in &by_aim {
+        eprintln!("  {aim}: {counts:?}");
+    }
+    assert!(
+        disagreements.is_empty(),
+        "{} of {decided} decided pairs disagree with {backend:?} (seed {seed}; replay one \
+         with GANGPLANK_DIFFERENTIAL_ONLY=<pair>):\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
+    );
+}
+
+/// The cause an undecided pair's warning names (policies/capacity.rego's two warnings and
+/// their two fixes).
+fn undecided_reason(warning: &str) -> String {
+    let cause = if warning.contains("minAvailable") {
+        "minAvailable pods of types sharing nodes"
+    } else if warning.contains("pods of different sizes") {
+        "pods of different sizes share nodes"
+    } else if warning.contains("the same nodeSelector and tolerations") {
+        "a type with a wider reach may take the others' nodes"
+    } else {
+        "other"
+    };
+    cause.to_string()
+}
+
+/// One pair: gangplank's verdict offline, then the scheduler's on the pair's nodes.
+async fn run_pair(
+    plane: &ControlPlane,
+    backend: Backend,
+    namespace: &str,
+    seed: u64,
+    pair: usize,
+) -> Outcome {
+    let generated = shapes::generate(seed.wrapping_add(pair as u64));
+    let shape = format!("{generated:?}");
+    let aim = generated.aim;
+    let (nodes, job) = tag_with_pair(generated.cluster.nodes(), generated.job.to_json(), pair);
+    let verdict = gangplank_verdict(plane, pair, &nodes, &job).await;
+    let placement = match backend {
+        Backend::NativeGang => schedule(plane, namespace, pair, &nodes, &job).await,
+        Backend::Volcano => schedule_volcano(plane, namespace, pair, &nodes, &job).await,
+    };
+    let min_count = gang_min_count(&job);
+    let placed = placement.bound.len() >= min_count;
+    assert!(
+        placement.bound.is_empty() || placed,
+        "pair {pair}: the gang was partly bound ({} of {min_count}): {}\n{shape}\n\
+         {} log tail:\n{}",
+        placement.bound.len(),
+        placement.summary(),
+        backend.scheduler_process(),
+        plane.log_tail(backend.scheduler_process(), 60)
+    );
+    Outcome {
+        pair,
+        verdict,
+        placed,
+        placement: placement.summary(),
+        aim,
+        shape,
+    }
+}
+
+/// The pair's label on its nodes and in every pod's nodeSelector, and unique names.
+fn tag_with_pair(mut nodes: Vec<Value>, mut job: Value, pair: usize) -> (Vec<Value>, Value) {
+    let value = json!(pair.to_string());
+    for node in &mut nodes {
+        let name = format!(
+            "p{pair}-{}",
+            node["metadata"]["name"].as_str().unwrap_or("node")
+        );
+        node["metadata"]["name"] = json!(name);
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = json!(name);
+        node["metadata"]["labels"][PAIR_LABEL] = value.clone();
+    }
+    job["metadata"]["name"] = json!(format!("pair-{pair}"));
+    // The run's own namespace, on both sides.
+    if let Some(metadata) = job["metadata"].as_object_mut() {
+        metadata.remove("namespace");
+    }
+    for (_, replica) in replica_specs_mut(&mut job) {
+        replica["template"]["spec"]["nodeSelector"][PAIR_LABEL] = value.clone();
+    }
+    (nodes, job)
+}
+
+fn replica_specs_mut(job: &mut Value) -> Vec<(String, &mut Value)> {
+    let Some(spec) = job["spec"].as_object_mut() else {
+        return Vec::new();
+    };
+    spec.iter_mut()
+        .filter(|(k, _)| k.ends_with("ReplicaSpecs"))
+        .filter_map(|(_, v)| v.as_object_mut())
+        .flat_map(|types| types.iter_mut().map(|(t, v)| (t.clone(), v)))
+        .collect()
+}
+
+fn replica_specs(job: &Value) -> Vec<(String, Value)> {
+    let mut job = job.clone();
+    replica_specs_mut(&mut job)
+        .into_iter()
+        .map(|(t, v)| (t, v.clone()))
+        .collect()
+}
+
+fn total_pods(job: &Value) -> usize {
+    replica_specs(job)
+        .iter()
+        .map(|(_, r)| r["replicas"].as_u64().unwrap_or(1) as usize)
+        .sum()
+}
+
+/// minAvailable when it is below the pod count, else every pod (as the controller does).
+fn gang_min_count(job: &Value) -> usize {
+    let total = total_pods(job);
+    let min = job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"].as_u64();
+    min.map_or(total, |m| (m as usize).clamp(1, total))
+}
+
+/// `gangplank check --cluster` on the pair's nodes: the capacity policies' verdict.
+async fn gangplank_verdict(
+    plane: &ControlPlane,
+    pair: usize,
+    nodes: &[Value],
+    job: &Value,
+) -> Verdict {
+    let dir = plane.file(&format!("differential-{pair}"));
+    std::fs::create_dir_all(&dir).expect("pair dir");
+    let cluster = dir.join("nodes.json");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": nodes});
+    std::fs::write(&cluster, list.to_string()).expect("write nodes");
+    let manifest = dir.join("job.json");
+    std::fs::write(&manifest, job.to_string()).expect("write job");
+    let output = tokio::process::Command::new(super::gangplank())
+        .args(["check", "-o", "json", "-n", "differential", "--cluster"])
+        .arg(&cluster)
+        .arg(&manifest)
+        .output()
+        .await
+        .expect("run gangplank check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        panic!("pair {pair}: check -o json gave no JSON ({e}): {stdout}\n{stderr}")
+    });
+    verdict_of(pair, &report)
+}
+
+/// The policies whose verdicts are compared.
+const CAPACITY_POLICIES: [&str; 2] = ["capacity", "mig_inventory"];
+/// How the capacity policy starts a warning that leaves the verdict to kube-scheduler's
+/// order (policies/README.md, "Capacity: what it decides"). Its other warnings (pods a
+/// minAvailable gang may start without) come with an admission it stands by.
+const UNDECIDED: &str = "kube-scheduler may not place";
+
+fn verdict_of(pair: usize, report: &Value) -> Verdict {
+    let outcome = report
+        .as_array()
+        .and_then(|a| a.first())
+        .unwrap_or_else(|| panic!("pair {pair}: no outcome in {report}"));
+    let violations = outcome["decision"]["violations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut undecided = None;
+    for v in &violations {
+        let policy = v["policy"].as_str().unwrap_or_default();
+        let action = v["action"].as_str().unwrap_or_default();
+        let msg = v["msg"].as_str().unwrap_or_default().to_string();
+        let capacity = CAPACITY_POLICIES.contains(&policy);
+        match action {
+            "deny" if capacity => return Verdict::Refused(msg),
+            // Other policies (gpu_uniformity on mixed GPU sizes, say) judge other things;
+            // the capacity policies' verdict is compared whatever they say.
+            _ if capacity && msg.starts_with(UNDECIDED) => undecided = Some(msg),
+            _ => {}
+        }
+    }
+    undecided.map_or(Verdict::Admitted, Verdict::Undecided)
+}
+
+/// Creates the pair's nodes, PodGroup and pods, waits for the scheduler, then deletes them.
+async fn schedule(
+    plane: &ControlPlane,
+    namespace: &str,
+    pair: usize,
+    nodes: &[Value],
+    job: &Value,
+) -> Placement {
+    let client = plane.client().await;
+    for node in nodes {
+        create_node(&client, node).await;
+    }
+    let group = format!("pair-{pair}");
+    let pod_group = json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": group},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": gang_min_count(job)}}},
+    });
+    let groups: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &native_pod_group());
+    let typed: DynamicObject = serde_json::from_value(pod_group).expect("PodGroup");
+    if let Err(e) = groups.create(&PostParams::default(), &typed).await {
+        panic!("pair {pair}: create PodGroup: {e}");
+    }
+    // As JSON: k8s-openapi's PodSpec (the 1.33 API) has no `schedulingGroup`, and a typed
+    // Pod would drop it.
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<Pod>(&()));
+    let selector = format!("{PAIR_LABEL}={pair}");
+    for pod in pods_of(job, &group, pair) {
+        let typed: DynamicObject = serde_json::from_value(pod).expect("Pod");
+        if let Err(e) = pods.create(&PostParams::default(), &typed).await {
+            panic!("pair {pair}: create pod: {e}");
+        }
+    }
+    let expected = total_pods(job);
+    let placement = wait_placement(plane, namespace, &selector, expected, SETTLE, LIMIT).await;
+    clean_up(&client, namespace, pair, nodes, &group).await;
+    placement
+}
+
+/// The job's pods as the controller creates them: each replica's template spec, in the
+/// gang, with no scheduler named (the default one).
+fn pods_of(job: &Value, group: &str, pair: usize) -> Vec<Value> {
+    let mut pods = Vec::new();
+    for (replica_type, replica) in replica_specs(job) {
+        let count = replica["replicas"].as_u64().unwrap_or(1);
+        for index in 0..count {
+            let mut spec = replica["template"]["spec"].clone();
+            if let Some(spec) = spec.as_object_mut() {
+                spec.remove("schedulerName");
+            }
+            spec["schedulingGroup"] = json!({"podGroupName": group});
+            spec["restartPolicy"] = json!("Never");
+            let name = format!("{group}-{}-{index}", replica_type.to_lowercase());
+            pods.push(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "labels": {PAIR_LABEL: pair.to_string()}},
+                "spec": spec,
+            }));
+        }
+    }
+    pods
+}
+
+async fn clean_up(
+    client: &kube::Client,
+    namespace: &str,
+    pair: usize,
+    nodes: &[Value],
+    group: &str,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{PAIR_LABEL}={pair}");
+    let params = kube::api::ListParams::default().labels(&selector);
+    let now = DeleteParams::default().grace_period(0);
+    if let Err(e) = pods.delete_collection(&now, &params).await {
+        panic!("pair {pair}: delete pods: {e}");
+    }
+    let groups: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &native_pod_group());
+    let _ = groups.delete(group, &DeleteParams::default()).await;
+    delete_nodes(client, &node_names(nodes)).await;
+}
+
+/// How long a Volcano PodGroup must stay Unschedulable with no pod bound to count as "not
+/// placed": vc-scheduler runs every second here, the controller creates pods within one.
+const VOLCANO_SETTLE: Duration = Duration::from_secs(4);
+
+/// Creates the pair's nodes and the job (pods asking for Volcano), waits until the gang is
+/// bound or Volcano reports it unschedulable, then deletes it all.
+async fn schedule_volcano(
+    plane: &ControlPlane,
+    namespace: &str,
+    pair: usize,
+    nodes: &[Value],
+    job: &Value,
+) -> Placement {
+    let client = plane.client().await;
+    for node in nodes {
+        create_node(&client, node).await;
+    }
+    let mut job = job.clone();
+    for (_, replica) in replica_specs_mut(&mut job) {
+        replica["template"]["spec"]["schedulerName"] = json!(volcano::SCHEDULER_NAME);
+    }
+    if let Err(e) = jobs::create(&client, namespace, &job, false).await {
+        panic!("pair {pair}: create the job: {e}");
+    }
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let kind = job["kind"].as_str().unwrap_or_default().to_lowercase();
+    let group = format!("{name}-{kind}");
+    let placement = wait_volcano(plane, namespace, pair, name, &group, gang_min_count(&job)).await;
+    clean_up_job(&client, namespace, pair, &job, &group).await;
+    let names: Vec<String> = node_names(nodes);
+    delete_nodes(&client, &names).await;
+    placement
+}
+
+/// Bound at least `min` pods: placed. The PodGroup Unschedulable for [`VOLCANO_SETTLE`] with
+/// no pod bound: not placed. Neither within [`LIMIT`]: a broken set-up, with the PodGroup
+/// and the scheduler's log in the panic.
+async fn wait_volcano(
+    plane: &ControlPlane,
+    namespace: &str,
+    pair: usize,
+    job: &str,
+    group: &str,
+    min: usize,
+) -> Placement {
+    let client = plane.client().await;
+    let groups: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &volcano::pod_group());
+    let selector = format!("training.kubeflow.org/job-name={job}");
+    let started = Instant::now();
+    let mut unschedulable_since: Option<Instant> = None;
+    loop {
+        let placement = Placement::read(&client, namespace, &selector).await;
+        if placement.bound.len() >= min {
+            return placement;
+        }
+        let pod_group = groups.get_opt(group).await.ok().flatten();
+        let pod_group = pod_group.and_then(|g| serde_json::to_value(g).ok());
+        let unschedulable = pod_group.as_ref().is_some_and(is_unschedulable);
+        unschedulable_since = match (
+            unschedulable && placement.bound.is_empty(),
+            unschedulable_since,
+        ) {
+            (true, Some(since)) if since.elapsed() >= VOLCANO_SETTLE => return placement,
+            (true, since) => Some(since.unwrap_or_else(Instant::now)),
+            (false, _) => None,
+        };
+        if started.elapsed() >= LIMIT {
+            panic!(
+                "pair {pair}: Volcano neither bound {min} pods of {job} nor called its PodGroup \
+                 unschedulable within {LIMIT:?}: {}\nPodGroup: {}\nvc-scheduler log tail:\n{}",
+                placement.summary(),
+                pod_group.unwrap_or_default(),
+                plane.log_tail("vc-scheduler", 30)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Volcano's verdict on a gang it cannot place: condition `Unschedulable=True`.
+fn is_unschedulable(pod_group: &Value) -> bool {
+    let conditions = pod_group["status"]["conditions"].as_array();
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Unschedulable" && c["status"] == "True")
+}
+
+/// Deletes the job, its pods (forcibly: no kubelet ends them) and its PodGroup, and waits
+/// until the PodGroup is gone, so that no reservation of it is left in Volcano's queue.
+async fn clean_up_job(
+    client: &kube::Client,
+    namespace: &str,
+    pair: usize,
+    job: &Value,
+    group: &str,
+) {
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let jobs_api = jobs::api_for(client, namespace, job);
+    if let Err(e) = jobs_api.delete(name, &DeleteParams::default()).await {
+        panic!("pair {pair}: delete the job: {e}");
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let params = ListParams::default().labels(&format!("training.kubeflow.org/job-name={name}"));
+    let now = DeleteParams::default().grace_period(0);
+    let groups: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &volcano::pod_group());
+    super::wait_for(
+        &format!("pair {pair}: pods and PodGroup gone"),
+        LIMIT,
+        || async {
+            // The controller may still create a pod it had planned: delete until none is left.
+            pods.delete_collection(&now, &params)
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = groups.delete(group, &DeleteParams::default()).await;
+            let left = pods
+                .list(&params)
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .len();
+            let group_left = groups
+                .get_opt(group)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some();
+            (left == 0 && !group_left)
+                .then_some(())
+                .ok_or(format!("{left} pods, PodGroup left: {group_left}"))
+        },
+    )
+    .await;
+}
+
+fn node_names(nodes: &[Value]) -> Vec<String> {
+    nodes
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
