@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
-use support::controller::{pods_of, Controller};
+use support::controller::{pods_of, set_running, Controller};
 use support::nodes::{create_nodes, SimNode};
 use support::scheduler::Placement;
 use support::volcano::{pod_group, queue};
@@ -235,12 +235,27 @@ async fn a_gang_behind_another_job_binds_no_pod_until_that_job_is_deleted() {
     create(&client, &ns, &jobs::gpu_gang("second", 1, &ns)).await;
     wait_pod_group(&client, &ns, "second", "created", |_| true).await;
     assert_none_bound_for_a_while(&client, &ns, "second").await;
+    // The job says why, from the PodGroup (a condition once pods exist, else its Events).
+    let created = wait_created_reason(
+        &client,
+        &ns,
+        "second",
+        "PyTorchJobUnschedulable",
+        "PodGroup second-pytorchjob is unschedulable: ",
+    )
+    .await;
+    eprintln!("the waiting gang's Created condition: {created}");
 
     // Deleting the job deletes its PodGroup and pods (garbage collector); Volcano then binds
     // the waiting gang whole.
     delete_job(&client, &ns, "first").await;
     let second = wait_bound(&client, &ns, "second", 2).await;
     assert!(second.all_bound(), "{}", second.summary());
+    // Once its pods run, Created is the plain condition again and Running follows it.
+    for pod in second.bound.keys() {
+        set_running(&client, &ns, pod, "pytorch").await;
+    }
+    wait_created_reason(&client, &ns, "second", "PyTorchJobCreated", "is created").await;
 }
 
 async fn suspend(client: &kube::Client, ns: &str, name: &str, on: bool) {
@@ -334,6 +349,15 @@ async fn the_queue_and_priority_class_reach_volcano() {
     create(&client, &ns, &more).await;
     wait_pod_group(&client, &ns, "over-quota", "created", |_| true).await;
     assert_none_bound_for_a_while(&client, &ns, "over-quota").await;
+    let created = wait_created_reason(
+        &client,
+        &ns,
+        "over-quota",
+        "PyTorchJobUnschedulable",
+        "queue resource quota insufficient",
+    )
+    .await;
+    eprintln!("over its queue's capability: {created}");
 }
 
 async fn an_elastic_job_binds_its_minimum_as_one_gang() {
