@@ -44,6 +44,7 @@ e2e_suite!(
         with_gangplank_the_seed_job_is_refused_with_demand_and_capacity,
         a_job_in_a_queue_that_does_not_exist_says_so,
         without_volcanos_crds_the_job_says_its_pod_group_was_refused,
+        without_vc_scheduler_the_deadline_says_no_volcano_scheduler_looked,
     ],
     support::volcano::requirement
 );
@@ -721,4 +722,39 @@ async fn an_mpi_job_v2beta1_gets_a_pod_group_of_launcher_and_workers_bound_whole
     })
     .await;
     assert_none_bound_for_a_while(&client, &ns, "waits").await;
+}
+
+async fn without_vc_scheduler_the_deadline_says_no_volcano_scheduler_looked() {
+    // A plane of its own: its Volcano processes are stopped.
+    let assets = support::assets::get();
+    let plane = ControlPlane::start_with(&assets, Crds::TrainingV1, Scheduling::Volcano);
+    let _controller = Controller::start(&plane, "controller-down", &CONTROLLER_ARGS);
+    let client = plane.client().await;
+    let ns = plane.namespace("down").await;
+    gpu_pool(&client, &ns, 2).await;
+    // vc-controller-manager down: the `default` Queue it made stays, and gangplank's gangs
+    // (whose PodGroups the controller writes) are still admitted and bound by vc-scheduler.
+    plane.stop("vc-controller-manager");
+    create(&client, &ns, &jobs::gpu_gang("still-runs", 1, &ns)).await;
+    wait_bound(&client, &ns, "still-runs", 2).await;
+    delete_job(&client, &ns, "still-runs").await;
+
+    // vc-scheduler down too: the PodGroup never gets a phase, and the deadline says why.
+    plane.stop("vc-scheduler");
+    let mut job = jobs::gpu_gang("unseen", 1, &ns);
+    job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"scheduleTimeoutSeconds": 10}});
+    create(&client, &ns, &job).await;
+    let api = jobs::pytorch_api(&client, &ns);
+    let failed = support::wait_for("the start deadline fails the job", LIMIT, || async {
+        let job = api.get("unseen").await.map_err(|e| e.to_string())?;
+        let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
+        jobs::true_condition(&job, "Failed").ok_or_else(|| format!("{}", job["status"]))
+    })
+    .await;
+    let message = get_str(&failed, "/message");
+    assert!(
+        message.contains("PodGroup unseen-pytorchjob was not admitted: the PodGroup has no phase: no Volcano scheduler has looked at it"),
+        "{message}"
+    );
+    assert!(pods_of(&client, &ns, "unseen").await.is_empty());
 }

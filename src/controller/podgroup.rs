@@ -247,6 +247,20 @@ pub fn missing_queue(queue: &str) -> String {
     )
 }
 
+/// At the start deadline, a Volcano PodGroup that still has no phase: no Volcano scheduler
+/// has looked at it (vc-scheduler down, or running under another `--scheduler-name`). Not
+/// said before the deadline: every new PodGroup has no phase for a cycle.
+pub fn never_seen(pod_group: Option<&Value>) -> Option<String> {
+    let pod_group = pod_group?;
+    let volcano = pod_group.get("apiVersion").and_then(Value::as_str) == Some(VOLCANO_API);
+    let phase = pod_group.pointer("/status/phase").and_then(Value::as_str);
+    (volcano && phase.unwrap_or_default().is_empty()).then(|| {
+        "the PodGroup has no phase: no Volcano scheduler has looked at it (is vc-scheduler \
+         running, with --scheduler-name volcano?)"
+            .to_string()
+    })
+}
+
 /// The words of Volcano's per-cycle summary Event of a waiting gang.
 const GANG_SUMMARY: &str = "tasks in gang unschedulable";
 

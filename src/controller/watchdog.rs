@@ -135,6 +135,9 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
     if let Some(msg) = gang_reason(observed) {
         return format!("PodGroup is unschedulable: {msg}");
     }
+    if let Some(unseen) = podgroup::never_seen(observed.pod_group.as_ref()) {
+        return unseen;
+    }
     if let Some((pod, msg)) = pending
         .iter()
         .find_map(|p| observed.facts.failed_scheduling.get_key_value(name(p)))

@@ -296,3 +296,32 @@ fn a_pod_group_in_a_queue_that_does_not_exist_is_named_though_volcano_says_nothi
     );
     assert_eq!(warnings(&plan).len(), 1);
 }
+
+#[test]
+fn at_the_deadline_a_pod_group_volcano_never_looked_at_is_named() {
+    let job = pytorch_job(1, 1)
+        .with_gpus(8)
+        .run_policy("schedulingPolicy", json!({"scheduleTimeoutSeconds": 60}));
+    let started = job.with_status_of(&job.plan_with(&Observed::default(), 0, &volcano()));
+    let observed = Observed {
+        pod_group: Some(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "mnist-pytorchjob", "creationTimestamp": "2023-11-14T22:13:20Z"},
+            "spec": {"minMember": 2, "queue": "default"},
+        })),
+        ..Observed::default()
+    };
+    let before = started.plan_with(&observed, 30, &volcano());
+    assert_eq!(
+        created_condition(&before).0,
+        "PyTorchJobCreated",
+        "not before the deadline"
+    );
+    let plan = started.plan_with(&observed, 60, &volcano());
+    assert_eq!(
+        message(&plan, "Failed"),
+        "PyTorchJob mnist did not start within 60s: PodGroup mnist-pytorchjob was not admitted: \
+         the PodGroup has no phase: no Volcano scheduler has looked at it (is vc-scheduler \
+         running, with --scheduler-name volcano?)"
+    );
+}

@@ -223,6 +223,23 @@ impl ControlPlane {
             .push(process);
     }
 
+    /// Kills the processes named `name` (SIGKILL, as when they crash) and keeps their log in
+    /// `<name>-stopped.log`; the rest of the control plane runs on.
+    pub fn stop(&self, name: &str) {
+        let mut processes = self.processes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut logs = Vec::new();
+        processes.retain_mut(|p| {
+            let stop = p.name == name;
+            if stop {
+                p.stop();
+                logs.push(p.log_text());
+            }
+            !stop
+        });
+        assert!(!logs.is_empty(), "no process {name} runs");
+        let _ = std::fs::write(self.file(&format!("{name}-stopped.log")), logs.concat());
+    }
+
     /// The last lines of one process's log.
     pub fn log_tail(&self, name: &str, lines: usize) -> String {
         let processes = self.processes.lock().unwrap_or_else(|e| e.into_inner());
