@@ -85,20 +85,21 @@ pub fn requirement() -> Result<(), String> {
 }
 
 /// `VOLCANO_ASSETS`, else the newest `~/.cache/kube-test-assets/volcano-*/` with both
-/// binaries; `Err` saying where to get them when there is none. A `VOLCANO_ASSETS` that
-/// lacks a file is an error too (a broken set-up, not a skip): the message names the file.
+/// binaries; `Err` saying where to get them when there is none. Panics when
+/// `VOLCANO_ASSETS` is set but lacks a file (a broken set-up, and a skip would hide it), as
+/// `KUBEBUILDER_ASSETS` does.
 pub fn find() -> Result<VolcanoAssets, String> {
     if let Some(dir) = std::env::var_os("VOLCANO_ASSETS") {
         let assets = VolcanoAssets {
             dir: PathBuf::from(dir),
         };
-        return match assets.missing() {
-            None => Ok(assets),
-            Some(missing) => Err(format!(
+        if let Some(missing) = assets.missing() {
+            panic!(
                 "VOLCANO_ASSETS={} lacks {missing} ({HOW_TO_GET})",
                 assets.dir.display()
-            )),
-        };
+            );
+        }
+        return Ok(assets);
     }
     let home = std::env::var_os("HOME").ok_or("VOLCANO_ASSETS is not set and HOME is unknown")?;
     let cache = PathBuf::from(home).join(".cache/kube-test-assets");
