@@ -62,7 +62,44 @@ violation contains {"path": queue_path, "msg": msg} if {
 	volcano_job
 	some name, cap in queues[queue].capability
 	is_number(cap)
-	need := lib.gang_total(name)
+	not explicit_min_resources[name]
+	need := gang_need(name)
 	need > cap
-	msg := sprintf("the gang needs %d %s; Volcano queue %q's capability is %d, so it can never start there%s", [need, name, queue, cap, stale_note])
+	msg := sprintf("the gang needs %d %s%s; Volcano queue %q's capability is %d, so it can never start there%s", [need, name, minimum_note, queue, cap, stale_note])
 }
+
+total_pods := sum([r.replicas | some r in input.job.replicas])
+
+# The pods the gang starts with: minAvailable when it is below the pod count, else all.
+gang_min := n if {
+	n := input.object.spec.runPolicy.schedulingPolicy.minAvailable
+	is_number(n)
+	n < total_pods
+} else := total_pods
+
+# Volcano enqueues a gang once its queue can hold the PodGroup's minResources, which the
+# controller writes as the requests of the first gang_min pods in rank order (Master first,
+# src/controller/podgroup.rs); the pods beyond them start as the queue allows. So that, not
+# every pod, is what must fit under the capability.
+gang_need(name) := sum([n |
+	some i, r in input.job.replicas
+	some c in r.containers
+	some g in c.gpuResources
+	g.name == name
+	n := gang_pods(i) * lib.gpu_amount(g)
+])
+
+# Pods of replica type i among the first gang_min in rank order.
+gang_pods(i) := max([0, min([input.job.replicas[i].replicas, gang_min - pods_before(i)])])
+
+pods_before(i) := sum([r.replicas | some j, r in input.job.replicas; j < i])
+
+# minResources written by the user are the PodGroup's as they are: not judged here (the
+# controller copies them; a quantity string is not compared in Rego).
+explicit_min_resources contains name if {
+	some name, _ in input.object.spec.runPolicy.schedulingPolicy.minResources
+}
+
+minimum_note := "" if {
+	gang_min == total_pods
+} else := sprintf(" for the %d pods it starts with (minAvailable; the first in rank order, as the PodGroup's minResources count them)", [gang_min])

@@ -216,11 +216,17 @@ async fn run_pair(
     let generated = shapes::generate(seed.wrapping_add(pair as u64));
     let shape = format!("{generated:?}");
     let aim = generated.aim;
-    let (nodes, job) = tag_with_pair(generated.cluster.nodes(), generated.job.to_json(), pair);
-    let verdict = gangplank_verdict(plane, pair, &nodes, &job).await;
+    let (nodes, mut job) = tag_with_pair(generated.cluster.nodes(), generated.job.to_json(), pair);
+    let queue = match backend {
+        Backend::NativeGang => None,
+        Backend::Volcano => volcano_job(&mut job, seed, pair),
+    };
+    let verdict = gangplank_verdict(plane, pair, &nodes, queue.as_ref(), &job).await;
     let placement = match backend {
         Backend::NativeGang => schedule(plane, namespace, pair, &nodes, &job).await,
-        Backend::Volcano => schedule_volcano(plane, namespace, pair, &nodes, &job).await,
+        Backend::Volcano => {
+            schedule_volcano(plane, namespace, pair, &nodes, queue.as_ref(), &job).await
+        }
     };
     let min_count = gang_min_count(&job);
     let placed = placement.bound.len() >= min_count;
@@ -304,12 +310,19 @@ async fn gangplank_verdict(
     plane: &ControlPlane,
     pair: usize,
     nodes: &[Value],
+    queue: Option<&Value>,
     job: &Value,
 ) -> Verdict {
     let dir = plane.file(&format!("differential-{pair}"));
     std::fs::create_dir_all(&dir).expect("pair dir");
     let cluster = dir.join("nodes.json");
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": nodes});
+    // What `kubectl get nodes,queues -o yaml` prints: the Queue as its controller keeps it.
+    let mut items = nodes.to_vec();
+    items.extend(queue.cloned().map(|mut q| {
+        q["status"] = json!({"state": "Open"});
+        q
+    }));
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     std::fs::write(&cluster, list.to_string()).expect("write nodes");
     let manifest = dir.join("job.json");
     std::fs::write(&manifest, job.to_string()).expect("write job");
@@ -329,7 +342,7 @@ async fn gangplank_verdict(
 }
 
 /// The policies whose verdicts are compared.
-const CAPACITY_POLICIES: [&str; 2] = ["capacity", "mig_inventory"];
+const CAPACITY_POLICIES: [&str; 3] = ["capacity", "mig_inventory", "volcano_queue"];
 /// How the capacity policy starts a warning that leaves the verdict to kube-scheduler's
 /// order (policies/README.md, "Capacity: what it decides"). Its other warnings (pods a
 /// minAvailable gang may start without) come with an admission it stands by.
@@ -450,34 +463,102 @@ async fn clean_up(
 /// placed": vc-scheduler runs every second here, the controller creates pods within one.
 const VOLCANO_SETTLE: Duration = Duration::from_secs(4);
 
-/// Creates the pair's nodes and the job (pods asking for Volcano), waits until the gang is
-/// bound or Volcano reports it unschedulable, then deletes it all.
+/// The job as the webhook leaves it for Volcano (`schedulerName: volcano` on every template)
+/// and, for half the pairs that ask for GPUs, a Queue of its own whose GPU capability is
+/// drawn around the gang's GPUs (below, at, above), named in the job's schedulingPolicy.
+fn volcano_job(job: &mut Value, seed: u64, pair: usize) -> Option<Value> {
+    for (_, replica) in replica_specs_mut(job) {
+        replica["template"]["spec"]["schedulerName"] = json!(volcano::SCHEDULER_NAME);
+    }
+    let mut rng = shapes::Rng::new(seed.wrapping_add(pair as u64) ^ 0x51_7cc1_b727_220a);
+    let gpus = total_gpus(job);
+    if gpus == 0 || !rng.chance(1, 2) {
+        return None;
+    }
+    let offsets: [i64; 6] = [-8, -4, -1, 0, 0, 4];
+    let capability = (gpus + *rng.pick(&offsets)).max(1);
+    let name = format!("pair-{pair}");
+    job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = json!(name);
+    Some(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, "reclaimable": false,
+                 "capability": {"nvidia.com/gpu": capability.to_string()}},
+    }))
+}
+
+/// Whole GPUs the job's pods ask for, all together.
+fn total_gpus(job: &Value) -> i64 {
+    let per_pod = |spec: &Value| -> i64 {
+        let containers = spec["containers"].as_array().cloned().unwrap_or_default();
+        containers
+            .iter()
+            .map(|c| {
+                let resources = &c["resources"];
+                let amount = resources["requests"]["nvidia.com/gpu"]
+                    .as_str()
+                    .or(resources["limits"]["nvidia.com/gpu"].as_str());
+                amount.and_then(|a| a.parse::<i64>().ok()).unwrap_or(0)
+            })
+            .sum()
+    };
+    replica_specs(job)
+        .iter()
+        .map(|(_, r)| r["replicas"].as_i64().unwrap_or(1) * per_pod(&r["template"]["spec"]))
+        .sum()
+}
+
+/// Creates the pair's nodes, its Queue (once Volcano's queue controller has opened it) and
+/// the job, waits until the gang is bound or Volcano reports it unschedulable, then deletes
+/// it all.
 async fn schedule_volcano(
     plane: &ControlPlane,
     namespace: &str,
     pair: usize,
     nodes: &[Value],
+    queue: Option<&Value>,
     job: &Value,
 ) -> Placement {
     let client = plane.client().await;
     for node in nodes {
         create_node(&client, node).await;
     }
-    let mut job = job.clone();
-    for (_, replica) in replica_specs_mut(&mut job) {
-        replica["template"]["spec"]["schedulerName"] = json!(volcano::SCHEDULER_NAME);
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &volcano::queue());
+    if let Some(queue) = queue {
+        create_open_queue(&queues, pair, queue).await;
     }
-    if let Err(e) = jobs::create(&client, namespace, &job, false).await {
+    if let Err(e) = jobs::create(&client, namespace, job, false).await {
         panic!("pair {pair}: create the job: {e}");
     }
     let name = job["metadata"]["name"].as_str().unwrap_or_default();
     let kind = job["kind"].as_str().unwrap_or_default().to_lowercase();
     let group = format!("{name}-{kind}");
-    let placement = wait_volcano(plane, namespace, pair, name, &group, gang_min_count(&job)).await;
-    clean_up_job(&client, namespace, pair, &job, &group).await;
-    let names: Vec<String> = node_names(nodes);
-    delete_nodes(&client, &names).await;
+    let placement = wait_volcano(plane, namespace, pair, name, &group, gang_min_count(job)).await;
+    clean_up_job(&client, namespace, pair, job, &group).await;
+    if let Some(queue) = queue.and_then(|q| q["metadata"]["name"].as_str()) {
+        if let Err(e) = queues.delete(queue, &DeleteParams::default()).await {
+            panic!("pair {pair}: delete Queue {queue}: {e}");
+        }
+    }
+    delete_nodes(&client, &node_names(nodes)).await;
     placement
+}
+
+async fn create_open_queue(queues: &Api<DynamicObject>, pair: usize, queue: &Value) {
+    let name = queue["metadata"]["name"].as_str().unwrap_or_default();
+    let typed: DynamicObject = serde_json::from_value(queue.clone()).expect("a Queue");
+    if let Err(e) = queues.create(&PostParams::default(), &typed).await {
+        panic!("pair {pair}: create Queue {name}: {e}");
+    }
+    let what = format!("pair {pair}: Queue {name} Open");
+    super::wait_for(&what, Duration::from_secs(30), || async {
+        let queue = queues.get(name).await.map_err(|e| e.to_string())?;
+        let state = queue.data["status"]["state"].clone();
+        (state == "Open")
+            .then_some(())
+            .ok_or(format!("state {state}"))
+    })
+    .await;
 }
 
 /// Bound at least `min` pods: placed. The PodGroup Unschedulable for [`VOLCANO_SETTLE`] with
@@ -526,8 +607,15 @@ async fn wait_volcano(
     }
 }
 
-/// Volcano's verdict on a gang it cannot place: condition `Unschedulable=True`.
+/// Volcano's verdict on a gang it cannot place: condition `Unschedulable=True` (pods made,
+/// no room for the gang), or phase `Pending` (not enqueued: the queue's capability or the
+/// cluster's idle resources are below minResources; Volcano records that only as an Event,
+/// and the controller makes no pods). Both count only once they have held for
+/// [`VOLCANO_SETTLE`]: a gang that fits leaves Pending within a scheduling period.
 fn is_unschedulable(pod_group: &Value) -> bool {
+    if pod_group["status"]["phase"] == "Pending" {
+        return true;
+    }
     let conditions = pod_group["status"]["conditions"].as_array();
     conditions
         .into_iter()
