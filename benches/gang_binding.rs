@@ -1,5 +1,6 @@
 //! Time from `create` to every pod bound, for a 1 + 63 PyTorchJob run by the controller, with
-//! Kubernetes-native gang scheduling and with no gang.
+//! Kubernetes-native gang scheduling, with no gang, and with Volcano (when its binaries are
+//! there: tests/support/volcano.rs).
 //!
 //! On one real kube-apiserver + etcd + kube-scheduler (native gang gates on) and 64 simulated
 //! 8-GPU nodes (tests/support/), each pod asking for 8 GPUs. For each mode, the controller
@@ -18,7 +19,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use serde_json::json;
 use support::controller::Controller;
 use support::nodes::{create_nodes, SimNode};
@@ -40,25 +41,36 @@ fn main() {
         support::skip(&format!("gang_binding: {why}"));
         return;
     }
-    let plane = ControlPlane::start_with(&assets, Crds::Gangplank, Scheduling::NativeGang);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(measure(&plane));
+    {
+        let plane = ControlPlane::start_with(&assets, Crds::Gangplank, Scheduling::NativeGang);
+        let modes = [("native gang", "kubernetes"), ("no gang", "")];
+        runtime.block_on(measure(&plane, &modes));
+    }
+    match support::volcano::find() {
+        Ok(_) => {
+            let plane = ControlPlane::start_with(&assets, Crds::Gangplank, Scheduling::Volcano);
+            runtime.block_on(measure(&plane, &[("Volcano", "volcano")]));
+        }
+        Err(why) => support::skip(&format!("gang_binding, Volcano: {why}")),
+    }
 }
 
-async fn measure(plane: &ControlPlane) {
+/// Runs `RUNS` jobs per mode (name, `--gang-scheduler` value) on 64 fresh nodes.
+async fn measure(plane: &ControlPlane, modes: &[(&str, &str)]) {
     let client = plane.client().await;
     let nodes: Vec<SimNode> = (0..PODS)
         .map(|i| SimNode::new(&format!("gpu-{i}")).gpus(8, "NVIDIA-H100-80GB-HBM3"))
         .collect();
     create_nodes(&client, &nodes).await;
-    for (mode, gang) in [("native gang", "kubernetes"), ("no gang", "")] {
+    for &(mode, gang) in modes {
         let flag = format!("--gang-scheduler={gang}");
         let args = ["--leader-elect=false", flag.as_str(), "--kinds=PyTorchJob"];
         let controller = Controller::start(plane, &format!("controller-{}", gang.len()), &args);
         let ns = plane.namespace("binding").await;
         let mut times = Vec::new();
         for run in 0..RUNS {
-            times.push(one_run(&client, &ns, &format!("run-{run}")).await);
+            times.push(one_run(&client, &ns, &format!("run-{run}"), gang).await);
         }
         drop(controller);
         times.sort();
@@ -74,11 +86,15 @@ async fn measure(plane: &ControlPlane) {
 }
 
 /// Creates the job, waits for every pod to be bound, deletes it all; the time to bound.
-async fn one_run(client: &kube::Client, ns: &str, name: &str) -> Duration {
+async fn one_run(client: &kube::Client, ns: &str, name: &str, gang: &str) -> Duration {
     let mut job = jobs::gpu_gang(name, WORKERS, "any");
     for r in ["Master", "Worker"] {
         let spec = &mut job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
         spec.as_object_mut().map(|s| s.remove("nodeSelector"));
+        // As gangplank's webhook leaves a Volcano job (no webhook runs here).
+        if gang == "volcano" {
+            spec["schedulerName"] = json!("volcano");
+        }
     }
     job["spec"]["runPolicy"] = json!({"cleanPodPolicy": "None"});
     let started = Instant::now();
@@ -122,5 +138,23 @@ async fn one_run(client: &kube::Client, ns: &str, name: &str) -> Duration {
         (left == 0).then_some(()).ok_or(format!("{left} left"))
     })
     .await;
+    // Its PodGroup too (the garbage collector's): a Volcano PodGroup left behind would keep
+    // its minResources reserved for the next run.
+    let group = match gang {
+        "volcano" => Some(support::volcano::pod_group()),
+        "kubernetes" => Some(support::scheduler::native_pod_group()),
+        _ => None,
+    };
+    if let Some(resource) = group {
+        let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+        let name = format!("{name}-pytorchjob");
+        support::wait_for("PodGroup gone", LIMIT, || async {
+            let left = groups.get_opt(&name).await.map_err(|e| e.to_string())?;
+            left.is_none()
+                .then_some(())
+                .ok_or("still there".to_string())
+        })
+        .await;
+    }
     bound
 }
