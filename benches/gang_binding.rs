@@ -138,14 +138,11 @@ async fn one_run(client: &kube::Client, ns: &str, name: &str, gang: &str) -> Dur
         (left == 0).then_some(()).ok_or(format!("{left} left"))
     })
     .await;
-    // Its PodGroup too (the garbage collector's): a Volcano PodGroup left behind would keep
-    // its minResources reserved for the next run.
-    let group = match gang {
-        "volcano" => Some(support::volcano::pod_group()),
-        "kubernetes" => Some(support::scheduler::native_pod_group()),
-        _ => None,
-    };
-    if let Some(resource) = group {
+    // A Volcano PodGroup left behind would keep its minResources reserved for the next run:
+    // wait for the garbage collector to take it. (A native one reserves nothing; it waits
+    // on its podgroup-protection finalizer, which no controller here removes.)
+    if gang == "volcano" {
+        let resource = support::volcano::pod_group();
         let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
         let name = format!("{name}-pytorchjob");
         support::wait_for("PodGroup gone", LIMIT, || async {
