@@ -52,7 +52,12 @@ impl ControlPlane {
         }
         self.spawn("kube-scheduler", &scheduler, &scheduler_args);
         let mut manager = common;
-        manager.push(format!("--controllers={CONTROLLERS}"));
+        let controllers = match self.scheduling {
+            // Takes the finalizer off a deleted PodGroup once no pod names it, as in a cluster.
+            Scheduling::NativeGang => format!("{CONTROLLERS},podgroup-protection-controller"),
+            _ => CONTROLLERS.to_string(),
+        };
+        manager.push(format!("--controllers={controllers}"));
         let program = self.assets.kube_controller_manager();
         self.spawn("kube-controller-manager", &program, &manager);
     }
