@@ -188,6 +188,27 @@ async fn a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_th
     let condition = scheduled_condition(&pg);
     assert_eq!(condition["status"], "False", "{pg}");
     assert_eq!(condition["reason"], "Unschedulable", "{pg}");
+    // The job says why at once, not only at its start deadline.
+    let api = jobs::pytorch_api(&client, &ns);
+    support::wait_for(
+        "the second job's Created condition names the reason",
+        LIMIT,
+        || async {
+            let job = api.get("second").await.map_err(|e| e.to_string())?;
+            let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
+            let conditions = job["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let created = conditions.iter().find(|c| c["type"] == "Created").cloned();
+            let created = created.unwrap_or_default();
+            let message = created["message"].as_str().unwrap_or_default();
+            (created["reason"] == "PyTorchJobUnschedulable" && message.contains("Unschedulable"))
+                .then_some(())
+                .ok_or(format!("{created}"))
+        },
+    )
+    .await;
 
     delete_job(&client, &ns, "first").await;
     let second = wait_placement(plane, &ns, &selector("second"), 2, SETTLE, LIMIT).await;
