@@ -1,6 +1,6 @@
 # Volcano queues: a job queued on a Queue that does not exist, is not Open, or whose
-# capability is smaller than the gang waits forever in Pending, holding nothing and telling
-# no one. Reads data.cluster.volcano_queues (present when the Queue CRD is installed and a
+# capability (or what other queues' guarantees leave it) is smaller than the gang waits
+# forever in Pending, holding nothing and telling no one. Reads data.cluster.volcano_queues (present when the Queue CRD is installed and a
 # cluster inventory is known); silent otherwise.
 package gangplank.policies.volcano_queue
 
@@ -10,7 +10,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Volcano queues that can take the gang",
-	"description": "With a cluster inventory that has Volcano Queues, refuses Volcano-scheduled jobs whose queue (runPolicy.schedulingPolicy.queue, else the job's scheduling.volcano.sh/queue-name annotation, else default) does not exist, is not Open, or has a capability below the gang's total demand of a resource.",
+	"description": "With a cluster inventory that has Volcano Queues, refuses Volcano-scheduled jobs whose queue (runPolicy.schedulingPolicy.queue, else the job's scheduling.volcano.sh/queue-name annotation, else default) does not exist, is not Open, or has a capability (or room left by other queues' guarantees) below the gang's demand of a resource.",
 	"action": "deny",
 	"params": {
 		# Queue Volcano uses for jobs that name none.
@@ -67,6 +67,60 @@ violation contains {"path": queue_path, "msg": msg} if {
 	need > cap
 	msg := sprintf("the gang needs %d %s%s; Volcano queue %q's capability is %d, so it can never start there%s", [need, name, minimum_note, queue, cap, stale_note])
 }
+
+# Another queue's guarantee is taken from this one: Volcano's proportion plugin caps every
+# queue at realCapability = max(0, cluster total - every queue's guarantee) + its own
+# guarantee (and its capability), and enqueues a gang only if its minResources fit under that
+# ("queue resource quota insufficient"), whether or not the other queue runs anything. The
+# total is every node's allocatable, cordoned ones included, as Volcano counts them (it leaves
+# out nodes that are not Ready, which the inventory does not: so this is never stricter).
+violation contains {"path": queue_path, "msg": msg} if {
+	volcano_job
+	own := queues[queue]
+	some name in guaranteed
+	not explicit_min_resources[name]
+	not over_capability(own, name)
+	others := sum([g | some other, q in queues; other != queue; g := guarantee(q, name)])
+	others > 0
+	mine := guarantee(own, name)
+	total := cluster_total(name)
+	room := max([0, total - others - mine]) + mine
+	need := gang_need(name)
+	need > room
+	msg := sprintf("the gang needs %d %s%s; Volcano queue %q can hold at most %d of the cluster's %d, since other queues' guarantees reserve %d (%s), so it can never start there (Volcano's proportion plugin: realCapability)%s", [need, name, minimum_note, queue, room, total, others, guarantors(name), stale_note])
+}
+
+guaranteed contains name if {
+	some q in queues
+	some name, g in q.guarantee
+	is_number(g)
+}
+
+guarantee(q, name) := g if {
+	g := q.guarantee[name]
+	is_number(g)
+} else := 0
+
+guarantors(name) := concat(", ", sort([sprintf("%s: %d", [other, g]) |
+	some other, q in queues
+	other != queue
+	g := guarantee(q, name)
+	g > 0
+]))
+
+# Said by the capability rule already.
+over_capability(q, name) if {
+	cap := q.capability[name]
+	is_number(cap)
+	gang_need(name) > cap
+}
+
+cluster_total(name) := sum([n |
+	some c in data.cluster.node_classes
+	a := c.allocatable[name]
+	is_number(a)
+	n := a * c.size
+])
 
 total_pods := sum([r.replicas | some r in input.job.replicas])
 

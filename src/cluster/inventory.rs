@@ -320,8 +320,8 @@ fn resource_totals(classes: &[&Class]) -> Map<String, Value> {
         .collect()
 }
 
-/// Volcano Queues by name: state (`Open` when the status has none yet), capability and
-/// deserved resources as whole units (GPUs) or as written.
+/// Volcano Queues by name: state (`Open` when the status has none yet), capability,
+/// deserved and guarantee resources as whole units (GPUs) or as written.
 fn queues(items: &[Value]) -> Map<String, Value> {
     items
         .iter()
@@ -344,6 +344,9 @@ fn queues(items: &[Value]) -> Map<String, Value> {
                 "state": state,
                 "capability": resources("capability"),
                 "deserved": resources("deserved"),
+                // Volcano's proportion plugin takes every queue's guarantee out of what
+                // the others may hold (policies/volcano_queue.rego).
+                "guarantee": resources("guarantee/resource"),
             });
             Some((name.to_string(), summary))
         })
