@@ -406,10 +406,10 @@ async fn a_closed_queue_is_refused_and_volcano_runs_nothing_there() {
     eprintln!("gangplank: {message}");
 
     // Without gangplank: Volcano's enqueue rejects the gang for the closed queue without an
-    // Event of its own; the PodGroup gets only the gang's summary, so that is all the job
-    // can say: gangplank's refusal is where the user learns that the queue is closed.
-    let said = volcano_never_runs(&client, &ns, &job, "tasks in gang unschedulable").await;
-    assert!(!said.contains("quota"), "{said}");
+    // Event of its own (the PodGroup gets only the gang's summary); the controller reads the
+    // Queue and says it is Closed, with how to open it.
+    let said = volcano_never_runs(&client, &ns, &job, &format!("Queue {q} is Closed")).await;
+    assert!(said.contains("--action open"), "{said}");
 }
 
 async fn another_queues_guarantee_is_refused_and_volcano_never_runs_the_gang() {

@@ -15,7 +15,7 @@ use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
 use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
-use super::observed::{ClusterFacts, LauncherRbac, Observed, SshSecret};
+use super::observed::{ClusterFacts, LauncherRbac, Observed, QueueProblem, SshSecret};
 use super::snapshot::JobSnapshot;
 use super::{mpi, naming, podgroup, Config, GangScheduler};
 
@@ -69,7 +69,7 @@ pub async fn observe(
             facts.pod_group_warnings = pod_group_warnings(client, job, pg).await?;
         }
         if config.gang == Some(GangScheduler::Volcano) {
-            facts.missing_queue = missing_queue(client, pg).await;
+            facts.queue_problem = queue_problem(client, pg).await;
         }
     }
     Ok(Observed {
@@ -272,15 +272,19 @@ async fn pod_group_warnings(
     Ok(warnings)
 }
 
-/// The Queue a Volcano PodGroup without a phase names, if it does not exist. Asked only
-/// while Volcano has not looked at the PodGroup; a read that fails (no RBAC on Queues, say)
-/// is no answer, not a failed reconcile.
-async fn missing_queue(client: &kube::Client, pod_group: &serde_json::Value) -> Option<String> {
+/// What is wrong with the Queue a waiting Volcano PodGroup names, if Volcano would not say:
+/// it does not exist, or it is not Open. Asked only while the PodGroup has no phase or is
+/// Pending (not yet admitted); a read that fails (no RBAC on Queues, say) is no answer, not a
+/// failed reconcile.
+async fn queue_problem(
+    client: &kube::Client,
+    pod_group: &serde_json::Value,
+) -> Option<QueueProblem> {
     let phase = pod_group.pointer("/status/phase");
-    if phase
+    let phase = phase
         .and_then(serde_json::Value::as_str)
-        .is_some_and(|p| !p.is_empty())
-    {
+        .unwrap_or_default();
+    if !matches!(phase, "" | "Pending") {
         return None;
     }
     let queue = pod_group.pointer("/spec/queue")?.as_str()?;
@@ -291,8 +295,16 @@ async fn missing_queue(client: &kube::Client, pod_group: &serde_json::Value) -> 
     };
     let queues: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     match queues.get_opt(queue).await {
-        Ok(None) => Some(queue.to_string()),
-        Ok(Some(_)) => None,
+        Ok(None) => Some(QueueProblem::Missing(queue.to_string())),
+        Ok(Some(found)) => {
+            // No state yet: the queue controller has not looked at it; not a verdict.
+            let state = found.data.pointer("/status/state").and_then(|s| s.as_str());
+            let state = state.filter(|s| !s.is_empty() && *s != "Open")?;
+            Some(QueueProblem::NotOpen {
+                queue: queue.to_string(),
+                state: state.to_string(),
+            })
+        }
         Err(e) => {
             tracing::debug!(queue, error = %e, "cannot read the PodGroup's Queue");
             None
@@ -336,7 +348,7 @@ async fn cluster_facts(
         missing_pvcs,
         pod_group_warnings: Vec::new(),
         pod_group_refused: None,
-        missing_queue: None,
+        queue_problem: None,
     })
 }
 

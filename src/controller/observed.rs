@@ -67,9 +67,19 @@ pub struct ClusterFacts {
     /// gang scheduler is not installed; a schema or webhook refusal), set by the I/O shell
     /// when it plans again after that write failed.
     pub pod_group_refused: Option<String>,
-    /// The Volcano Queue the job's PodGroup names, when it has no phase yet and that Queue
-    /// does not exist (Volcano then says nothing at all).
-    pub missing_queue: Option<String>,
+    /// Why the Volcano Queue the job's PodGroup names takes nothing in, when Volcano does
+    /// not say it itself (read while the PodGroup has no phase or is Pending).
+    pub queue_problem: Option<QueueProblem>,
+}
+
+/// A Volcano Queue that admits no PodGroup, in the cases Volcano leaves unsaid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueProblem {
+    /// The Queue does not exist: Volcano gives the PodGroup no phase and records nothing.
+    Missing(String),
+    /// The Queue is not Open (Closed, Closing): Volcano keeps the PodGroup Pending and its
+    /// Events say only "pod group is not ready".
+    NotOpen { queue: String, state: String },
 }
 
 impl Observed {

@@ -27,6 +27,7 @@ use super::config::GangScheduler;
 use super::elastic;
 use super::mpi;
 use super::naming;
+use super::observed::QueueProblem;
 use super::quantity::Nanos;
 use super::snapshot::{JobSnapshot, Replica};
 
@@ -238,13 +239,21 @@ pub fn not_served(gang: &GangScheduler, detail: &str) -> String {
     )
 }
 
-/// What a Volcano PodGroup in a Queue that does not exist gets from Volcano: nothing (no
-/// phase, no Event), so the controller says it.
-pub fn missing_queue(queue: &str) -> String {
-    format!(
-        "Queue {queue} does not exist, and Volcano ignores PodGroups of a missing queue: create \
-         it, or set runPolicy.schedulingPolicy.queue to an existing one"
-    )
+/// What the controller says of a Queue that admits nothing, where Volcano says nothing (a
+/// missing Queue: no phase, no Event) or nothing useful (a Closed one: "pod group is not
+/// ready").
+pub fn queue_problem(problem: &QueueProblem) -> String {
+    match problem {
+        QueueProblem::Missing(queue) => format!(
+            "Queue {queue} does not exist, and Volcano ignores PodGroups of a missing queue: \
+             create it, or set runPolicy.schedulingPolicy.queue to an existing one"
+        ),
+        QueueProblem::NotOpen { queue, state } => format!(
+            "Queue {queue} is {state}, and Volcano admits no new PodGroup to it: open it \
+             (vcctl queue operate --name {queue} --action open), or set \
+             runPolicy.schedulingPolicy.queue to an Open one"
+        ),
+    }
 }
 
 /// At the start deadline, a Volcano PodGroup that still has no phase: no Volcano scheduler

@@ -149,8 +149,8 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
 
 /// The gang scheduler's reason for not placing the gang, if it gave one.
 pub fn gang_reason(observed: &Observed) -> Option<String> {
-    if let Some(queue) = &observed.facts.missing_queue {
-        return Some(podgroup::missing_queue(queue));
+    if let Some(problem) = &observed.facts.queue_problem {
+        return Some(podgroup::queue_problem(problem));
     }
     let warnings = &observed.facts.pod_group_warnings;
     podgroup::unschedulable_message(observed.pod_group.as_ref(), warnings)

@@ -4,7 +4,7 @@
 //! pods exist. The Created condition carries it (reason `<Kind>Unschedulable`) with one
 //! Warning Event, and the start deadline's message names it instead of "no cause".
 
-use gangplank::controller::{Config, Event, GangScheduler, Observed};
+use gangplank::controller::{Config, Event, GangScheduler, Observed, QueueProblem};
 use serde_json::{json, Value};
 
 use crate::fixtures::*;
@@ -284,7 +284,7 @@ fn a_pod_group_in_a_queue_that_does_not_exist_is_named_though_volcano_says_nothi
         })),
         ..Observed::default()
     };
-    observed.facts.missing_queue = Some("research".into());
+    observed.facts.queue_problem = Some(QueueProblem::Missing("research".into()));
     let plan = job.plan_with(&observed, 5, &volcano());
     let (reason, message) = created_condition(&plan);
     assert_eq!(reason, "PyTorchJobUnschedulable");
@@ -295,6 +295,41 @@ fn a_pod_group_in_a_queue_that_does_not_exist_is_named_though_volcano_says_nothi
          it, or set runPolicy.schedulingPolicy.queue to an existing one"
     );
     assert_eq!(warnings(&plan).len(), 1);
+}
+
+#[test]
+fn a_pod_group_in_a_closed_queue_is_named_with_how_to_open_it() {
+    let job = pytorch_job(1, 1)
+        .with_gpus(8)
+        .run_policy("schedulingPolicy", json!({"queue": "research"}));
+    let mut observed = Observed {
+        pod_group: Some(json!({
+            "metadata": {"name": "mnist-pytorchjob", "creationTimestamp": "2023-11-14T22:13:20Z"},
+            "spec": {"minMember": 2, "queue": "research"},
+            "status": {"phase": "Pending"},
+        })),
+        ..Observed::default()
+    };
+    // What Volcano records for it: a summary that does not name the queue.
+    observed.facts.pod_group_warnings = vec![
+        "Unschedulable: 0/0 tasks in gang unschedulable: pod group is not ready, 2 minAvailable"
+            .into(),
+    ];
+    observed.facts.queue_problem = Some(QueueProblem::NotOpen {
+        queue: "research".into(),
+        state: "Closed".into(),
+    });
+    let plan = job.plan_with(&observed, 5, &volcano());
+    let (reason, message) = created_condition(&plan);
+    assert_eq!(reason, "PyTorchJobUnschedulable");
+    assert!(
+        message.ends_with(
+            "PodGroup mnist-pytorchjob is unschedulable: Queue research is Closed, and Volcano \
+             admits no new PodGroup to it: open it (vcctl queue operate --name research \
+             --action open), or set runPolicy.schedulingPolicy.queue to an Open one"
+        ),
+        "{message}"
+    );
 }
 
 #[test]
