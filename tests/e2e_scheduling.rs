@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::controller::{wait_pods, Controller};
-use support::nodes::{create_nodes, SimNode};
+use support::nodes::{create_nodes, gpu_pool, SimNode, H100};
 use support::scheduler::{wait_placement, Placement};
 use support::{jobs, ControlPlane, Crds, Scheduling, Webhooks};
 
@@ -41,7 +41,6 @@ e2e_suite!(
 /// long an unbound pod must stay unbound before a test calls it stuck.
 const LIMIT: Duration = Duration::from_secs(60);
 const SETTLE: Duration = Duration::from_secs(5);
-const H100: &str = "NVIDIA-H100-80GB-HBM3";
 const A100: &str = "NVIDIA-A100-SXM4-80GB";
 /// The slice of the MIG tests: an A100 80GB holds two.
 const MIG: &str = "nvidia.com/mig-3g.40gb";
@@ -127,17 +126,6 @@ fn gpu_gang(name: &str, workers: u32, pool: &str) -> Value {
     job
 }
 
-/// `count` 8-GPU H100 nodes labelled `pool=<pool>`.
-fn gpu_nodes(pool: &str, count: usize) -> Vec<SimNode> {
-    (0..count)
-        .map(|i| {
-            SimNode::new(&format!("{pool}-gpu-{i}"))
-                .gpus(8, H100)
-                .label("pool", pool)
-        })
-        .collect()
-}
-
 /// `count` A100 nodes, each split into two 3g.40gb MIG slices, labelled `pool=<pool>`.
 fn mig_nodes(pool: &str, count: usize) -> Vec<SimNode> {
     (0..count)
@@ -203,7 +191,7 @@ fn assert_insufficient(placement: &Placement, resource: &str) {
 async fn without_gangplank_the_seed_job_is_half_placed_and_stays_so() {
     let pool = bare().namespace("seed-bare").await;
     let job = gpu_gang("seed", 8, &pool);
-    let placement = run_bare(&pool, &gpu_nodes(&pool, 6), &job, 9).await;
+    let placement = run_bare(&pool, &gpu_pool(&pool, 6), &job, 9).await;
     assert_eq!(
         (placement.bound.len(), placement.pending.len()),
         (6, 3),
@@ -267,7 +255,7 @@ async fn with_gangplank_the_seed_job_is_refused_with_demand_and_capacity() {
     let plane = gated();
     let pool = plane.namespace("seed-gated").await;
     let job = gpu_gang("seed", 8, &pool);
-    gated_nodes(&pool, &gpu_nodes(&pool, 6), &job, "hold 6 of them").await;
+    gated_nodes(&pool, &gpu_pool(&pool, 6), &job, "hold 6 of them").await;
     let client = plane.client().await;
     let (code, message) = jobs::refusal(jobs::create(&client, &pool, &job, false).await);
     assert_eq!(code, 403, "{message}");
@@ -285,7 +273,7 @@ async fn with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound() {
     let plane = gated();
     let pool = plane.namespace("fits-gated").await;
     let probe = gpu_gang("probe", 8, &pool);
-    gated_nodes(&pool, &gpu_nodes(&pool, 6), &probe, "hold 6 of them").await;
+    gated_nodes(&pool, &gpu_pool(&pool, 6), &probe, "hold 6 of them").await;
     let job = gpu_gang("fits", 4, &pool);
     let placement = run_gated(&pool, &job, 5).await;
     assert!(placement.all_bound(), "{}", placement.summary());

@@ -26,7 +26,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 use support::controller::{pods_of, set_running, Controller};
-use support::nodes::{create_nodes, SimNode};
+use support::nodes::create_gpu_pool;
 use support::scheduler::Placement;
 use support::volcano::{pod_group, queue};
 use support::{jobs, ControlPlane, Crds, Scheduling, Webhooks};
@@ -53,7 +53,6 @@ e2e_suite!(
 const LIMIT: Duration = Duration::from_secs(60);
 /// How long a gang that cannot fit whole is watched for a partly bound gang.
 const WINDOW: Duration = Duration::from_secs(15);
-const H100: &str = "NVIDIA-H100-80GB-HBM3";
 const CONTROLLER_ARGS: [&str; 2] = ["--leader-elect=false", "--gang-scheduler=volcano"];
 
 /// The shared Volcano control plane with `gangplank controller --gang-scheduler volcano`.
@@ -63,27 +62,6 @@ fn plane() -> &'static ControlPlane {
     let plane = ControlPlane::shared_with(&assets, Crds::TrainingV1, Scheduling::Volcano);
     CONTROLLER.get_or_init(|| Controller::start(plane, "controller-volcano", &CONTROLLER_ARGS));
     plane
-}
-
-/// `count` 8-GPU nodes labelled `pool=<pool>`.
-async fn gpu_pool(client: &kube::Client, pool: &str, count: usize) -> Vec<String> {
-    let nodes: Vec<SimNode> = (0..count)
-        .map(|i| {
-            SimNode::new(&format!("{pool}-gpu-{i}"))
-                .gpus(8, H100)
-                .label("pool", pool)
-        })
-        .collect();
-    create_nodes(client, &nodes).await;
-    nodes.into_iter().map(|n| n.name).collect()
-}
-
-fn selector(job: &str) -> String {
-    format!("training.kubeflow.org/job-name={job}")
-}
-
-fn get_str<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The job's PodGroup `<job>-pytorchjob`, if it exists.
@@ -142,7 +120,7 @@ async fn reap(client: &kube::Client, ns: &str) {
 async fn wait_bound(client: &kube::Client, ns: &str, job: &str, count: usize) -> Placement {
     support::wait_for(&format!("{count} pods of {job} bound"), LIMIT, || async {
         reap(client, ns).await;
-        let placement = Placement::read(client, ns, &selector(job)).await;
+        let placement = Placement::read(client, ns, &jobs::selector(job)).await;
         let all = placement.bound.len() == count && placement.pending.is_empty();
         all.then_some(placement.clone())
             .ok_or_else(|| placement.summary())
@@ -155,7 +133,7 @@ async fn assert_none_bound_for_a_while(client: &kube::Client, ns: &str, job: &st
     let started = Instant::now();
     while started.elapsed() < WINDOW {
         reap(client, ns).await;
-        let now = Placement::read(client, ns, &selector(job)).await;
+        let now = Placement::read(client, ns, &jobs::selector(job)).await;
         assert!(
             now.bound.is_empty(),
             "Volcano bound part of a gang that cannot fit whole: {}",
@@ -173,7 +151,7 @@ async fn delete_job(client: &kube::Client, ns: &str, name: &str) {
         .await
         .unwrap_or_else(|e| panic!("delete job {name}: {e}"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let params = ListParams::default().labels(&selector(name));
+    let params = ListParams::default().labels(&jobs::selector(name));
     support::wait_for(&format!("pods of {name} gone"), LIMIT, || async {
         reap(client, ns).await;
         let left = pods.list(&params).await.map_err(|e| e.to_string())?;
@@ -184,26 +162,19 @@ async fn delete_job(client: &kube::Client, ns: &str, name: &str) {
     wait_no_pod_group(client, ns, name).await;
 }
 
-async fn create(client: &kube::Client, ns: &str, job: &Value) -> Value {
-    let name = get_str(job, "/metadata/name").to_string();
-    jobs::create(client, ns, job, false)
-        .await
-        .unwrap_or_else(|e| panic!("create {name}: {e}"))
-}
-
 async fn a_pytorch_job_gets_a_pod_group_volcano_binds_whole() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("fits").await;
-    gpu_pool(&client, &ns, 2).await;
-    let created = create(&client, &ns, &jobs::gpu_gang("fits", 1, &ns)).await;
+    create_gpu_pool(&client, &ns, 2).await;
+    let created = jobs::create_ok(&client, &ns, &jobs::gpu_gang("fits", 1, &ns)).await;
 
     let placement = wait_bound(&client, &ns, "fits", 2).await;
     let nodes: BTreeSet<&String> = placement.bound.values().collect();
     assert_eq!(nodes.len(), 2, "one 8-GPU pod per node: {placement:?}");
 
     let pg = wait_pod_group(&client, &ns, "fits", "Running", |pg| {
-        get_str(pg, "/status/phase") == "Running"
+        jobs::get_str(pg, "/status/phase") == "Running"
     })
     .await;
     assert_eq!(pg["spec"]["minMember"], 2, "{pg}");
@@ -229,11 +200,11 @@ async fn a_gang_behind_another_job_binds_no_pod_until_that_job_is_deleted() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("behind").await;
-    gpu_pool(&client, &ns, 2).await;
-    create(&client, &ns, &jobs::gpu_gang("first", 1, &ns)).await;
+    create_gpu_pool(&client, &ns, 2).await;
+    jobs::create_ok(&client, &ns, &jobs::gpu_gang("first", 1, &ns)).await;
     wait_bound(&client, &ns, "first", 2).await;
 
-    create(&client, &ns, &jobs::gpu_gang("second", 1, &ns)).await;
+    jobs::create_ok(&client, &ns, &jobs::gpu_gang("second", 1, &ns)).await;
     wait_pod_group(&client, &ns, "second", "created", |_| true).await;
     assert_none_bound_for_a_while(&client, &ns, "second").await;
     // The job says why, from the PodGroup (a condition once pods exist, else its Events).
@@ -271,8 +242,8 @@ async fn suspend_frees_the_gpus_and_resume_binds_the_gang_again() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("suspend").await;
-    gpu_pool(&client, &ns, 2).await;
-    create(&client, &ns, &jobs::gpu_gang("paused", 1, &ns)).await;
+    create_gpu_pool(&client, &ns, 2).await;
+    jobs::create_ok(&client, &ns, &jobs::gpu_gang("paused", 1, &ns)).await;
     wait_bound(&client, &ns, "paused", 2).await;
 
     suspend(&client, &ns, "paused", true).await;
@@ -285,7 +256,7 @@ async fn suspend_frees_the_gpus_and_resume_binds_the_gang_again() {
     wait_no_pod_group(&client, &ns, "paused").await;
 
     // Nothing of the suspended job holds GPUs: Volcano binds another job on the same nodes.
-    create(&client, &ns, &jobs::gpu_gang("next", 1, &ns)).await;
+    jobs::create_ok(&client, &ns, &jobs::gpu_gang("next", 1, &ns)).await;
     wait_bound(&client, &ns, "next", 2).await;
 
     // Resumed while `next` holds the GPUs: a new PodGroup, no pod bound until `next` goes.
@@ -301,7 +272,7 @@ async fn the_queue_and_priority_class_reach_volcano() {
     let client = plane.client().await;
     let ns = plane.namespace("queue").await;
     // Room for two 2-node gangs; the queue's capability is one gang's GPUs.
-    gpu_pool(&client, &ns, 4).await;
+    create_gpu_pool(&client, &ns, 4).await;
     let queue_name = format!("team-{ns}");
     let queues: Api<DynamicObject> = Api::all_with(client.clone(), &queue());
     let q: DynamicObject = serde_json::from_value(json!({
@@ -326,10 +297,10 @@ async fn the_queue_and_priority_class_reach_volcano() {
     let mut job = jobs::gpu_gang("queued", 1, &ns);
     job["spec"]["runPolicy"] =
         json!({"schedulingPolicy": {"queue": queue_name, "priorityClass": class}});
-    create(&client, &ns, &job).await;
+    jobs::create_ok(&client, &ns, &job).await;
     wait_bound(&client, &ns, "queued", 2).await;
     let pg = wait_pod_group(&client, &ns, "queued", "Running", |pg| {
-        get_str(pg, "/status/phase") == "Running"
+        jobs::get_str(pg, "/status/phase") == "Running"
     })
     .await;
     assert_eq!(pg["spec"]["queue"], json!(queue_name), "{pg}");
@@ -347,7 +318,7 @@ async fn the_queue_and_priority_class_reach_volcano() {
     // the first runs, although the cluster has room for it.
     let mut more = jobs::gpu_gang("over-quota", 1, &ns);
     more["spec"]["runPolicy"] = json!({"schedulingPolicy": {"queue": queue_name}});
-    create(&client, &ns, &more).await;
+    jobs::create_ok(&client, &ns, &more).await;
     wait_pod_group(&client, &ns, "over-quota", "created", |_| true).await;
     assert_none_bound_for_a_while(&client, &ns, "over-quota").await;
     let created = wait_created_reason(
@@ -365,7 +336,7 @@ async fn an_elastic_job_binds_its_minimum_as_one_gang() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("elastic").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let mut job = jobs::gpu_gang("elastic", 1, &ns);
     let spec = job["spec"]["pytorchReplicaSpecs"].as_object_mut();
     if let Some(specs) = spec {
@@ -374,13 +345,13 @@ async fn an_elastic_job_binds_its_minimum_as_one_gang() {
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(4);
     job["spec"]["elasticPolicy"] =
         json!({"minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d"});
-    create(&client, &ns, &job).await;
+    jobs::create_ok(&client, &ns, &job).await;
     let pg = wait_pod_group(&client, &ns, "elastic", "created", |_| true).await;
     assert_eq!(pg["spec"]["minMember"], 2, "{pg}");
     assert_eq!(pg["spec"]["minResources"]["nvidia.com/gpu"], "16", "{pg}");
     // Two nodes hold the minimum of two 8-GPU workers: those are bound, the other two wait.
     let settled = support::wait_for("the elastic minimum bound", LIMIT, || async {
-        let now = Placement::read(&client, &ns, &selector("elastic")).await;
+        let now = Placement::read(&client, &ns, &jobs::selector("elastic")).await;
         let total = now.bound.len() + now.pending.len();
         (total == 4 && now.bound.len() == 2)
             .then_some(now.clone())
@@ -423,16 +394,16 @@ async fn the_seed_job_waits_whole_and_the_job_says_why_at_once() {
     let _controller = Controller::start(&plane, "controller-seed", &CONTROLLER_ARGS);
     let client = plane.client().await;
     let ns = plane.namespace("seed").await;
-    let nodes = gpu_pool(&client, &ns, 6).await;
+    let nodes = create_gpu_pool(&client, &ns, 6).await;
     let mut job = jobs::gpu_gang("seed", 8, &ns);
     let deadline_s = 40;
     job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"scheduleTimeoutSeconds": deadline_s}});
     let started = Instant::now();
-    create(&client, &ns, &job).await;
+    jobs::create_ok(&client, &ns, &job).await;
 
     // Volcano says why on the PodGroup: it stays Pending, and its Events name the GPUs.
     let pg = wait_pod_group(&client, &ns, "seed", "a phase", |pg| {
-        !get_str(pg, "/status/phase").is_empty()
+        !jobs::get_str(pg, "/status/phase").is_empty()
     })
     .await;
     assert_eq!(pg["spec"]["minMember"], 9, "{pg}");
@@ -452,14 +423,14 @@ async fn the_seed_job_waits_whole_and_the_job_says_why_at_once() {
         let job = api.get("seed").await.map_err(|e| e.to_string())?;
         let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
         let created = condition(&job, "Created").cloned().unwrap_or_default();
-        let gpus = get_str(&created, "/message").contains("overused nvidia.com/gpu");
+        let gpus = jobs::get_str(&created, "/message").contains("overused nvidia.com/gpu");
         (created["reason"] == "PyTorchJobUnschedulable" && gpus)
             .then_some(created.clone())
             .ok_or(format!("{created}"))
     })
     .await;
     let said_after = started.elapsed();
-    let message = get_str(&said, "/message").to_string();
+    let message = jobs::get_str(&said, "/message").to_string();
     assert!(message.contains("seed-pytorchjob"), "{message}");
     assert!(message.contains("nvidia.com/gpu"), "{message}");
     let job_events = events_of(&client, &ns, "PyTorchJob", "seed").await;
@@ -493,7 +464,7 @@ async fn the_seed_job_waits_whole_and_the_job_says_why_at_once() {
         jobs::true_condition(&job, "Failed").ok_or_else(|| format!("{}", job["status"]))
     })
     .await;
-    let message = get_str(&failed, "/message");
+    let message = jobs::get_str(&failed, "/message");
     assert!(message.contains("PodGroup seed-pytorchjob"), "{message}");
     assert!(message.contains("nvidia.com/gpu"), "{message}");
     assert!(!message.contains("no cause"), "{message}");
@@ -510,7 +481,7 @@ async fn with_gangplank_the_seed_job_is_refused_with_demand_and_capacity() {
     let _webhooks = support::on_own_runtime(move || async move {
         Webhooks::install_scoped(plane, policies, Some(&ns_for_install)).await
     });
-    gpu_pool(&client, &ns, 6).await;
+    create_gpu_pool(&client, &ns, 6).await;
     let job = jobs::gpu_gang("seed", 8, &ns);
     support::wait_for("the inventory reaches the policies", LIMIT, || async {
         match jobs::create(&client, &ns, &job, true).await {
@@ -530,7 +501,7 @@ async fn with_gangplank_the_seed_job_is_refused_with_demand_and_capacity() {
         assert!(message.contains(part), "{part:?} missing from: {message}");
     }
     // A fitting job in the same namespace is admitted with Volcano set, and bound whole.
-    let fitting = create(&client, &ns, &jobs::gpu_gang("fits", 4, &ns)).await;
+    let fitting = jobs::create_ok(&client, &ns, &jobs::gpu_gang("fits", 4, &ns)).await;
     let master = &fitting["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"];
     assert_eq!(master["schedulerName"], "volcano", "{fitting}");
     wait_bound(&client, &ns, "fits", 5).await;
@@ -550,7 +521,8 @@ async fn wait_created_reason(
         let job = api.get(name).await.map_err(|e| e.to_string())?;
         let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
         let created = condition(&job, "Created").cloned().unwrap_or_default();
-        let said = created["reason"] == reason && get_str(&created, "/message").contains(part);
+        let said =
+            created["reason"] == reason && jobs::get_str(&created, "/message").contains(part);
         said.then_some(created.clone())
             .ok_or_else(|| format!("{created}"))
     })
@@ -561,18 +533,18 @@ async fn a_job_in_a_queue_that_does_not_exist_says_so() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("no-queue").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let queue_name = format!("missing-{ns}");
     let mut job = jobs::gpu_gang("lost", 1, &ns);
     job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"queue": queue_name}});
-    create(&client, &ns, &job).await;
+    jobs::create_ok(&client, &ns, &job).await;
     // Volcano gives such a PodGroup no phase and records nothing: the controller says it.
     let part = format!("Queue {queue_name} does not exist");
     wait_created_reason(&client, &ns, "lost", "PyTorchJobUnschedulable", &part).await;
     let pg = find_pod_group(&client, &ns, "lost")
         .await
         .unwrap_or_default();
-    assert_eq!(get_str(&pg, "/status/phase"), "", "{pg}");
+    assert_eq!(jobs::get_str(&pg, "/status/phase"), "", "{pg}");
     let events = events_of(&client, &ns, "PyTorchJob", "lost").await;
     assert!(events.iter().any(|e| e.contains(&part)), "{events:?}");
 
@@ -609,7 +581,7 @@ async fn without_volcanos_crds_the_job_says_its_pod_group_was_refused() {
     .await;
     let controller = Controller::start(&plane, "controller-no-volcano", &CONTROLLER_ARGS);
     let ns = plane.namespace("no-volcano").await;
-    create(&client, &ns, &jobs::gpu_gang("orphan", 1, &ns)).await;
+    jobs::create_ok(&client, &ns, &jobs::gpu_gang("orphan", 1, &ns)).await;
     let api = jobs::pytorch_api(&client, &ns);
     let created = support::wait_for("the job says its PodGroup was refused", LIMIT, || async {
         let job = api.get("orphan").await.map_err(|e| e.to_string())?;
@@ -620,7 +592,7 @@ async fn without_volcanos_crds_the_job_says_its_pod_group_was_refused() {
             .ok_or_else(|| format!("{created}; controller log:\n{}", controller.process.tail(5)))
     })
     .await;
-    let message = get_str(&created, "/message");
+    let message = jobs::get_str(&created, "/message");
     assert!(
         message.contains("PodGroup orphan-pytorchjob was refused"),
         "{message}"
@@ -690,7 +662,7 @@ async fn an_mpi_job_v2beta1_gets_a_pod_group_of_launcher_and_workers_bound_whole
     let plane = mpi_plane();
     let client = plane.client().await;
     let ns = plane.namespace("mpi").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let job = mpi_job("allreduce", 2, &ns);
     jobs::create(&client, &ns, &job, false)
         .await
@@ -731,11 +703,11 @@ async fn without_vc_scheduler_the_deadline_says_no_volcano_scheduler_looked() {
     let _controller = Controller::start(&plane, "controller-down", &CONTROLLER_ARGS);
     let client = plane.client().await;
     let ns = plane.namespace("down").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     // vc-controller-manager down: the `default` Queue it made stays, and gangplank's gangs
     // (whose PodGroups the controller writes) are still admitted and bound by vc-scheduler.
     plane.stop("vc-controller-manager");
-    create(&client, &ns, &jobs::gpu_gang("still-runs", 1, &ns)).await;
+    jobs::create_ok(&client, &ns, &jobs::gpu_gang("still-runs", 1, &ns)).await;
     wait_bound(&client, &ns, "still-runs", 2).await;
     delete_job(&client, &ns, "still-runs").await;
 
@@ -743,7 +715,7 @@ async fn without_vc_scheduler_the_deadline_says_no_volcano_scheduler_looked() {
     plane.stop("vc-scheduler");
     let mut job = jobs::gpu_gang("unseen", 1, &ns);
     job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"scheduleTimeoutSeconds": 10}});
-    create(&client, &ns, &job).await;
+    jobs::create_ok(&client, &ns, &job).await;
     let api = jobs::pytorch_api(&client, &ns);
     let failed = support::wait_for("the start deadline fails the job", LIMIT, || async {
         let job = api.get("unseen").await.map_err(|e| e.to_string())?;
@@ -751,7 +723,7 @@ async fn without_vc_scheduler_the_deadline_says_no_volcano_scheduler_looked() {
         jobs::true_condition(&job, "Failed").ok_or_else(|| format!("{}", job["status"]))
     })
     .await;
-    let message = get_str(&failed, "/message");
+    let message = jobs::get_str(&failed, "/message");
     assert!(
         message.contains("PodGroup unseen-pytorchjob was not admitted: the PodGroup has no phase: no Volcano scheduler has looked at it"),
         "{message}"

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{json, Value};
 use support::controller::Controller;
-use support::nodes::{create_nodes, SimNode};
+use support::nodes::create_gpu_pool;
 use support::scheduler::Placement;
 use support::volcano::{pod_group, queue};
 use support::{jobs, ControlPlane, Crds, Scheduling, Webhooks};
@@ -46,7 +46,6 @@ e2e_suite!(
 const LIMIT: Duration = Duration::from_secs(60);
 /// How long a gang Volcano should never run is watched for a bound pod.
 const WINDOW: Duration = Duration::from_secs(15);
-const H100: &str = "NVIDIA-H100-80GB-HBM3";
 const CONTROLLER_ARGS: [&str; 2] = ["--leader-elect=false", "--gang-scheduler=volcano"];
 
 /// The suite's Volcano control plane with `gangplank controller --gang-scheduler volcano`.
@@ -74,18 +73,6 @@ fn gated() -> &'static str {
     ns
 }
 
-/// `count` 8-GPU nodes labelled `pool=<pool>`.
-async fn gpu_pool(client: &kube::Client, pool: &str, count: usize) {
-    let nodes: Vec<SimNode> = (0..count)
-        .map(|i| {
-            SimNode::new(&format!("{pool}-gpu-{i}"))
-                .gpus(8, H100)
-                .label("pool", pool)
-        })
-        .collect();
-    create_nodes(client, &nodes).await;
-}
-
 /// Creates Queue `name` with `spec` (weight 1 unless `spec` says) and returns it.
 async fn create_queue(client: &kube::Client, name: &str, spec: Value) -> Value {
     let mut full = json!({"weight": 1});
@@ -110,21 +97,6 @@ fn queued_gang(name: &str, workers: u32, pool: &str, queue: &str) -> Value {
     let mut job = jobs::gpu_gang(name, workers, pool);
     job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"queue": queue}});
     job
-}
-
-fn selector(job: &str) -> String {
-    format!("training.kubeflow.org/job-name={job}")
-}
-
-fn get_str<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
-
-async fn create(client: &kube::Client, ns: &str, job: &Value) -> Value {
-    let name = get_str(job, "/metadata/name").to_string();
-    jobs::create(client, ns, job, false)
-        .await
-        .unwrap_or_else(|e| panic!("create {name} in {ns}: {e}"))
 }
 
 /// Waits until a dry run of `job` in the gated namespace is refused with a message holding
@@ -155,7 +127,7 @@ async fn admitted(client: &kube::Client, job: &Value) -> Value {
             .map_err(|e| e.to_string())
     })
     .await;
-    create(client, ns, job).await
+    jobs::create_ok(client, ns, job).await
 }
 
 /// The job's PodGroup `<job>-pytorchjob`, once it exists.
@@ -180,7 +152,7 @@ async fn wait_bound(
 ) -> Placement {
     let what = format!("{at_least} of {count} pods of {ns}/{job} bound");
     support::wait_for(&what, LIMIT, || async {
-        let placement = Placement::read(client, ns, &selector(job)).await;
+        let placement = Placement::read(client, ns, &jobs::selector(job)).await;
         let total = placement.bound.len() + placement.pending.len();
         (total == count && placement.bound.len() >= at_least)
             .then_some(placement.clone())
@@ -193,7 +165,7 @@ async fn wait_bound(
 async fn assert_none_bound_for_a_while(client: &kube::Client, ns: &str, job: &str) {
     let started = Instant::now();
     while started.elapsed() < WINDOW {
-        let now = Placement::read(client, ns, &selector(job)).await;
+        let now = Placement::read(client, ns, &jobs::selector(job)).await;
         assert!(
             now.bound.is_empty(),
             "Volcano bound pods of a gang it should never run: {}",
@@ -236,7 +208,7 @@ async fn wait_says_why(client: &kube::Client, ns: &str, name: &str, part: &str) 
         let job = api.get(name).await.map_err(|e| e.to_string())?;
         let job = serde_json::to_value(job).map_err(|e| e.to_string())?;
         let created = created_condition(&job);
-        let message = get_str(&created, "/message");
+        let message = jobs::get_str(&created, "/message");
         (created["reason"] == "PyTorchJobUnschedulable" && message.contains(part))
             .then(|| message.to_string())
             .ok_or_else(|| format!("{created}"))
@@ -248,12 +220,17 @@ async fn wait_says_why(client: &kube::Client, ns: &str, name: &str, part: &str) 
 /// [`WINDOW`], the PodGroup Pending, and the job's Created condition names `why` (the
 /// controller passing on Volcano's Events); that message.
 async fn volcano_never_runs(client: &kube::Client, ns: &str, job: &Value, why: &str) -> String {
-    let name = get_str(job, "/metadata/name").to_string();
-    create(client, ns, job).await;
+    let name = jobs::get_str(job, "/metadata/name").to_string();
+    jobs::create_ok(client, ns, job).await;
     wait_pod_group(client, ns, &name).await;
     assert_none_bound_for_a_while(client, ns, &name).await;
     let pg = wait_pod_group(client, ns, &name).await;
-    assert_eq!(get_str(&pg, "/status/phase"), "Pending", "{}", pg["status"]);
+    assert_eq!(
+        jobs::get_str(&pg, "/status/phase"),
+        "Pending",
+        "{}",
+        pg["status"]
+    );
     let pg_events = events_of(client, ns, "PodGroup", &format!("{name}-pytorchjob")).await;
     eprintln!(
         "{ns}/{name}: PodGroup {}; its Events: {pg_events:?}",
@@ -269,7 +246,7 @@ async fn a_gang_over_its_queues_capability_is_refused_and_volcano_never_runs_it(
     let client = plane.client().await;
     let ns = plane.namespace("over-cap").await;
     // Room for the whole gang; only the queue (8 GPUs of the gang's 16) stands in the way.
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let q = format!("small-{ns}");
     create_queue(&client, &q, json!({"capability": {"nvidia.com/gpu": "8"}})).await;
     let job = queued_gang("over", 1, &ns, &q);
@@ -288,7 +265,7 @@ async fn a_gang_at_its_queues_capability_is_admitted_and_bound_whole() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("at-cap").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let q = format!("exact-{ns}");
     create_queue(&client, &q, json!({"capability": {"nvidia.com/gpu": "16"}})).await;
     let created = admitted(&client, &queued_gang("fits", 1, &ns, &q)).await;
@@ -306,7 +283,7 @@ async fn a_minimum_within_the_capability_is_admitted_and_volcano_binds_at_least_
     let ns = plane.namespace("min-cap").await;
     // 4 pods of 8 GPUs (32) on 4 nodes; the gang's minimum is 2 pods (16 GPUs); the queue
     // holds 24: more than the minimum, less than every pod.
-    gpu_pool(&client, &ns, 4).await;
+    create_gpu_pool(&client, &ns, 4).await;
     let q = format!("mid-{ns}");
     create_queue(&client, &q, json!({"capability": {"nvidia.com/gpu": "24"}})).await;
     let mut job = queued_gang("partial", 3, &ns, &q);
@@ -326,7 +303,7 @@ async fn a_minimum_within_the_capability_is_admitted_and_volcano_binds_at_least_
     );
     let started = Instant::now();
     while started.elapsed() < WINDOW / 3 {
-        let now = Placement::read(&client, gated(), &selector("partial")).await;
+        let now = Placement::read(&client, gated(), &jobs::selector("partial")).await;
         assert!(now.bound.len() <= 3, "over the queue: {}", now.summary());
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -344,14 +321,14 @@ async fn a_minimum_within_the_capability_is_admitted_and_volcano_binds_at_least_
 /// sync of a just-created Queue may write `Open` over `Closed`: so the Command is sent once
 /// the controller has opened the Queue, and again (bounded) if the state does not follow.
 async fn close_queue(client: &kube::Client, ns: &str, created: &Value) {
-    let name = get_str(created, "/metadata/name");
-    let uid = get_str(created, "/metadata/uid");
+    let name = jobs::get_str(created, "/metadata/name");
+    let uid = jobs::get_str(created, "/metadata/uid");
     let queues: Api<DynamicObject> = Api::all_with(client.clone(), &queue());
     let state = || async {
         let q = queues.get(name).await.map_err(|e| e.to_string())?;
         let q = serde_json::to_value(q).map_err(|e| e.to_string())?;
         Ok::<_, String>((
-            get_str(&q, "/status/state").to_string(),
+            jobs::get_str(&q, "/status/state").to_string(),
             q["status"].clone(),
         ))
     };
@@ -395,7 +372,7 @@ async fn a_closed_queue_is_refused_and_volcano_runs_nothing_there() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("closed").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let q = format!("shut-{ns}");
     let created = create_queue(&client, &q, json!({})).await;
     close_queue(&client, &ns, &created).await;
@@ -423,7 +400,7 @@ async fn another_queues_guarantee_is_refused_and_volcano_never_runs_the_gang() {
     let policies = support::repo().join("policies");
     let _webhooks = Webhooks::install_scoped(&plane, policies, Some(&gated)).await;
     // 16 GPUs in the cluster; another queue is guaranteed 8 of them, with no job in it.
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let reserve = "reserve";
     create_queue(
         &client,
@@ -462,6 +439,6 @@ async fn another_queues_guarantee_is_refused_and_volcano_never_runs_the_gang() {
             .map_err(|e| e.to_string())
     })
     .await;
-    create(&client, &gated, &half).await;
+    jobs::create_ok(&client, &gated, &half).await;
     wait_bound(&client, &gated, "half", 1, 1).await;
 }

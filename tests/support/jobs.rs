@@ -158,3 +158,21 @@ pub async fn create_gpu_node(client: &kube::Client, name: &str, pool: &str) {
         .await
         .expect("Node status");
 }
+
+/// The label selector of job `name`'s pods (the operator's job-name label).
+pub fn selector(name: &str) -> String {
+    format!("training.kubeflow.org/job-name={name}")
+}
+
+/// The string at `pointer`, or "" when there is none.
+pub fn get_str<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Creates `job` in `ns`, which must succeed; the stored object.
+pub async fn create_ok(client: &kube::Client, ns: &str, job: &Value) -> Value {
+    let name = get_str(job, "/metadata/name").to_string();
+    create(client, ns, job, false)
+        .await
+        .unwrap_or_else(|e| panic!("create {name} in {ns}: {e}"))
+}

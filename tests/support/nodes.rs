@@ -18,6 +18,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{json, Map, Value};
 
+/// The GPU product most suites' nodes carry (GPU Feature Discovery's spelling).
+pub const H100: &str = "NVIDIA-H100-80GB-HBM3";
+
 /// The GPU Feature Discovery labels a GPU node carries.
 pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
@@ -188,6 +191,25 @@ pub async fn create_node(client: &kube::Client, node: &Value) {
     if let Err(e) = nodes.patch(&name, &params, &Patch::Merge(&spec)).await {
         panic!("node {name} taints: {e}");
     }
+}
+
+/// `count` 8-GPU H100 nodes labelled `pool=<pool>`, named `<pool>-gpu-<i>`: a test's own
+/// pool, which its jobs select so that tests of one control plane run side by side.
+pub fn gpu_pool(pool: &str, count: usize) -> Vec<SimNode> {
+    (0..count)
+        .map(|i| {
+            SimNode::new(&format!("{pool}-gpu-{i}"))
+                .gpus(8, H100)
+                .label("pool", pool)
+        })
+        .collect()
+}
+
+/// Creates [`gpu_pool`]`(pool, count)`; the node names.
+pub async fn create_gpu_pool(client: &kube::Client, pool: &str, count: usize) -> Vec<String> {
+    let nodes = gpu_pool(pool, count);
+    create_nodes(client, &nodes).await;
+    nodes.into_iter().map(|n| n.name).collect()
 }
 
 /// Creates every node of `nodes`.
