@@ -16,8 +16,9 @@ meta := {
 
 prefix := "gangplank.dev/"
 
-# Read from the job's metadata: the GPU class, and gangplank's own record of derived defaults.
-on_job := {"gangplank.dev/gpu-class", "gangplank.dev/defaulted"}
+# Read from the job's metadata: the GPU class, gangplank's own record of derived defaults,
+# and the native gang's topology key.
+on_job := {"gangplank.dev/gpu-class", "gangplank.dev/defaulted", "gangplank.dev/topology-key"}
 
 # Read from each replica's pod template only.
 on_template := {"gangplank.dev/mig-profile", "gangplank.dev/gpu-class"}

@@ -5,7 +5,11 @@
 # PodGroups made by `gangplank controller --gang-scheduler kubernetes`): pods keep the default
 # scheduler, so no schedulerName is written or required, and a job is refused when the
 # cluster inventory says the API server does not serve those PodGroups
-# (data.cluster.native_gang_api false; null or no inventory: not judged).
+# (data.cluster.native_gang_api false; null or no inventory: not judged). With
+# `nativeTopologyKey` set, such a gang is also given the job annotation
+# gangplank.dev/topology-key (unless the user wrote one), which the controller copies into the
+# PodGroup's schedulingConstraints.topology: kube-scheduler then places the whole gang within
+# one domain of that node label (TopologyAwareWorkloadScheduling).
 package gangplank.policies.gang_scheduling
 
 import rego.v1
@@ -24,6 +28,9 @@ meta := {
 		"gangSchedulers": ["volcano", "scheduler-plugins-scheduler"],
 		# Queues jobs may name in runPolicy.schedulingPolicy.queue; empty allows any.
 		"allowedQueues": [],
+		# With scheduler "kubernetes": the node label key (rack, NVLink domain) one of whose
+		# domains must hold each native gang; "" puts no such constraint.
+		"nativeTopologyKey": "",
 	},
 }
 
@@ -94,6 +101,41 @@ mutation contains {"op": "default", "path": concat("", [r.podSpecPath, "/schedul
 mutation contains {"op": "default", "path": min_available_path, "value": gang_size, "derived": true} if {
 	needs_scheduler
 	min_available_writable
+}
+
+# The native gang's topology domain: an intent the controller reads from the job's
+# annotation when it creates the PodGroup. Not derived: it follows the cluster, not the
+# job's shape; a user's value (even "", for no constraint) is kept.
+topology_annotation := "gangplank.dev/topology-key"
+
+mutation contains {"op": "default", "path": lib.ptrs("/metadata", ["annotations", topology_annotation]), "value": params.nativeTopologyKey} if {
+	needs_scheduler
+	params.nativeTopologyKey != ""
+	some r in input.job.replicas
+	on_native_gang(r)
+	lib.writable_object_field(input.object.metadata, "annotations")
+}
+
+# A node label key (Kubernetes' qualified name): an optional lowercase DNS subdomain prefix
+# (at most 253 characters) and "/", then a name of 1 to 63 alphanumerics, "-", "_", ".".
+label_key_pattern := `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+
+valid_label_key(k) if {
+	regex.match(label_key_pattern, k)
+	parts := split(k, "/")
+	count(parts[count(parts) - 1]) <= 63
+	count(k) - count(parts[count(parts) - 1]) <= 254
+}
+
+# The controller would not create a PodGroup for an invalid key (it says so on the job);
+# here the user hears it before the job exists.
+violation contains {"path": lib.ptrs("/metadata", ["annotations", topology_annotation]), "msg": msg} if {
+	needs_scheduler
+	native
+	key := input.object.metadata.annotations[topology_annotation]
+	key != ""
+	not valid_label_key(key)
+	msg := sprintf("annotation %s is %s, which is not a node label key (an optional DNS subdomain prefix and /, then 1 to 63 alphanumerics, -, _ or .); the native gang's PodGroup could not be created. Use a key such as topology.kubernetes.io/rack, or \"\" for no topology constraint", [topology_annotation, lib.shown(key)])
 }
 
 violation contains {"path": concat("", [r.podSpecPath, "/schedulerName"]), "msg": msg} if {

@@ -2,7 +2,9 @@
 //! kube-scheduler with Kubernetes' native gang scheduling on (1.36: the GenericWorkload and
 //! GangScheduling gates, `scheduling.k8s.io/v1alpha2` served): the controller's standalone
 //! PodGroup and the pods' `schedulingGroup` make the scheduler place a gang whole or not at
-//! all, and the watchdog names the PodGroup's reason when it never is.
+//! all, and the watchdog names the PodGroup's reason when it never is. With the job's
+//! `gangplank.dev/topology-key` (TopologyAwareWorkloadScheduling on), the whole gang lands in
+//! one domain of that node label, or stays unbound.
 //!
 //! Every test has its own node pool (`pool=<namespace>`, selected by the job), so the tests
 //! run side by side on one control plane. Skipped, with the reason, without kube-scheduler.
@@ -26,6 +28,7 @@ e2e_suite!(
         a_gang_that_fits_is_bound_together,
         a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_they_are_freed,
         the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_reason,
+        a_gang_with_a_topology_key_lands_in_one_domain_or_not_at_all,
     ],
     support::scheduler::requirement
 );
@@ -249,6 +252,83 @@ async fn the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_r
     );
     let placement = Placement::read(&client, &ns, &selector("stuck")).await;
     assert!(placement.bound.is_empty(), "{}", placement.summary());
+}
+
+const DOMAIN: &str = "example.com/nvlink-domain";
+
+/// Domain `a` has 2 8-GPU nodes, domain `b` 3: a gang of three 8-GPU pods with the topology
+/// key fits only `b`; one of four fits no domain, though the 5 nodes together would hold it.
+async fn a_gang_with_a_topology_key_lands_in_one_domain_or_not_at_all() {
+    let plane = plane();
+    let client = plane.client().await;
+    let ns = plane.namespace("domains").await;
+    let nodes: Vec<SimNode> = [("a", 2), ("b", 3)]
+        .into_iter()
+        .flat_map(|(domain, count)| {
+            let ns = ns.clone();
+            (0..count).map(move |i| {
+                SimNode::new(&format!("{ns}-{domain}-{i}"))
+                    .gpus(8, H100)
+                    .label("pool", &ns)
+                    .label(DOMAIN, domain)
+            })
+        })
+        .collect();
+    create_nodes(&client, &nodes).await;
+    let domain_of = |node: &str| -> String {
+        let rest = node.strip_prefix(&format!("{ns}-")).unwrap_or_default();
+        rest.split('-').next().unwrap_or_default().to_string()
+    };
+    let keyed = |name: &str, workers: u32| {
+        let mut job = jobs::gpu_gang(name, workers, &ns);
+        job["metadata"]["annotations"] = json!({"gangplank.dev/topology-key": DOMAIN});
+        job
+    };
+
+    // Four pods: no domain holds them, so nothing binds.
+    jobs::create(&client, &ns, &keyed("four", 3), false)
+        .await
+        .unwrap_or_else(|e| panic!("create four: {e}"));
+    let pg = pod_group(&client, &ns, "four").await;
+    assert_eq!(
+        pg["spec"]["schedulingConstraints"],
+        json!({"topology": [{"key": DOMAIN}]}),
+        "the apiserver keeps the constraint (TopologyAwareWorkloadScheduling on): {pg}"
+    );
+    support::wait_for("the four job's 4 pods", LIMIT, || async {
+        let n = pods_of(&client, &ns, "four").await.len();
+        (n == 4).then_some(()).ok_or(format!("{n} pods"))
+    })
+    .await;
+    let started = Instant::now();
+    while started.elapsed() < WINDOW {
+        let now = Placement::read(&client, &ns, &selector("four")).await;
+        assert!(
+            now.bound.is_empty(),
+            "a gang no domain holds was bound (in part): {}",
+            now.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let condition = scheduled_condition(&pod_group(&client, &ns, "four").await);
+    assert_eq!(condition["status"], "False", "{condition}");
+    delete_job(&client, &ns, "four").await;
+
+    // Three pods: only domain b holds them, all of them.
+    jobs::create(&client, &ns, &keyed("three", 2), false)
+        .await
+        .unwrap_or_else(|e| panic!("create three: {e}"));
+    let placement = wait_placement(plane, &ns, &selector("three"), 3, SETTLE, LIMIT).await;
+    assert!(placement.all_bound(), "{}", placement.summary());
+    let domains: std::collections::BTreeSet<String> =
+        placement.bound.values().map(|n| domain_of(n)).collect();
+    assert_eq!(
+        domains,
+        std::collections::BTreeSet::from(["b".to_string()]),
+        "{placement:?}"
+    );
+    let nodes: std::collections::BTreeSet<&String> = placement.bound.values().collect();
+    assert_eq!(nodes.len(), 3, "one 8-GPU pod per node: {placement:?}");
 }
 
 /// The PodGroup's `PodGroupScheduled` condition, or null.

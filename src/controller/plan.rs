@@ -29,6 +29,21 @@ pub fn plan(job: &JobSnapshot, observed: &Observed, now: Timestamp, config: &Con
     if !job.managed_by_us() || job.deleting {
         return Plan::default();
     }
+    // A native PodGroup the API server would refuse (an invalid topology key) is not written
+    // and is said on the job as a refused one, until the job changes.
+    let amended;
+    let observed = match podgroup::topology_problem(job, config.gang.as_ref()) {
+        Some(why) if observed.pod_group.is_none() && observed.facts.pod_group_refused.is_none() => {
+            let mut facts = observed.facts.clone();
+            facts.pod_group_refused = Some(why);
+            amended = Observed {
+                facts,
+                ..observed.clone()
+            };
+            &amended
+        }
+        _ => observed,
+    };
     let mut planner = Planner {
         job,
         observed,

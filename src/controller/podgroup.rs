@@ -42,6 +42,10 @@ pub const VOLCANO_GROUP_ANNOTATION: &str = "scheduling.k8s.io/group-name";
 pub const VOLCANO_TASK_ANNOTATION: &str = "volcano.sh/task-spec";
 /// scheduler-plugins' coscheduling reads the pod's group from this label.
 pub const SCHEDULER_PLUGINS_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+/// The node label key whose one domain (rack, NVLink domain) must hold a native gang: the
+/// PodGroup's `schedulingConstraints.topology` (the gang_scheduling policy's
+/// `nativeTopologyKey` writes it; empty means none).
+pub const TOPOLOGY_KEY_ANNOTATION: &str = "gangplank.dev/topology-key";
 
 pub fn api_version(gang: &GangScheduler) -> &'static str {
     match gang {
@@ -130,8 +134,11 @@ fn member_spec(
     spec
 }
 
-/// A native PodGroup's spec: a gang of [`min_member`] (the API requires at least 1) and the
-/// job's PriorityClass. kube-apiserver drops `priorityClassName` unless the
+/// A native PodGroup's spec: a gang of [`min_member`] (the API requires at least 1), the
+/// job's topology key (annotation [`TOPOLOGY_KEY_ANNOTATION`], when it is a valid label key;
+/// an invalid one is never written, see [`topology_problem`]) and the job's PriorityClass.
+/// kube-apiserver drops `schedulingConstraints` unless the TopologyAwareWorkloadScheduling
+/// gate is on. kube-apiserver drops `priorityClassName` unless the
 /// WorkloadAwarePreemption gate is on, and its Priority admission plugin then fills in
 /// `priority` from the class; `priority` is never written here (the plugin refuses a value
 /// that differs from the class's).
@@ -141,10 +148,76 @@ fn native_spec(job: &JobSnapshot) -> Map<String, Value> {
         "schedulingPolicy".into(),
         json!({"gang": {"minCount": min_member(job).max(1)}}),
     );
+    if let Some(key) = topology_key(job).filter(|k| label_key_problem(k).is_none()) {
+        spec.insert(
+            "schedulingConstraints".into(),
+            json!({"topology": [{"key": key}]}),
+        );
+    }
     if let Some(pc) = priority_class(job) {
         spec.insert("priorityClassName".into(), json!(pc));
     }
     spec
+}
+
+/// The job's topology key: its annotation [`TOPOLOGY_KEY_ANNOTATION`] unless empty.
+fn topology_key(job: &JobSnapshot) -> Option<&str> {
+    job.annotations
+        .get(TOPOLOGY_KEY_ANNOTATION)
+        .map(String::as_str)
+        .filter(|k| !k.is_empty())
+}
+
+/// Why the job's native PodGroup cannot be written as the job asks: its topology key is not
+/// a node label key, which kube-apiserver would refuse on every try. Said on the job like a
+/// refused PodGroup (the planner writes nothing); `None` for other gangs, which ignore it.
+pub fn topology_problem(job: &JobSnapshot, gang: Option<&GangScheduler>) -> Option<String> {
+    if gang != Some(&GangScheduler::Kubernetes) {
+        return None;
+    }
+    let key = topology_key(job)?;
+    let problem = label_key_problem(key)?;
+    Some(format!(
+        "annotation {TOPOLOGY_KEY_ANNOTATION} is {key:?}, which is not a node label key \
+         ({problem}): set it to one such as topology.kubernetes.io/rack, or remove it"
+    ))
+}
+
+/// What makes `key` no label key (Kubernetes' qualified name): an optional DNS subdomain
+/// prefix of at most 253 characters and `/`, then a name of 1 to 63 alphanumerics, `-`, `_`
+/// and `.`, starting and ending alphanumeric.
+fn label_key_problem(key: &str) -> Option<&'static str> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() || prefix.len() > 253 {
+            return Some("the prefix before / must have 1 to 253 characters");
+        }
+        let label_ok = |l: &str| {
+            let edge =
+                |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+            edge(l.chars().next())
+                && edge(l.chars().last())
+                && l.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        };
+        if !prefix.split('.').all(label_ok) {
+            return Some("the prefix before / must be a lowercase DNS subdomain");
+        }
+    }
+    if name.is_empty() || name.len() > 63 {
+        return Some("the name must have 1 to 63 characters");
+    }
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if !(edge(name.chars().next()) && edge(name.chars().last()) && name.chars().all(inner)) {
+        return Some(
+            "the name may hold only alphanumerics, -, _ and ., starting and ending alphanumeric (at most one /)",
+        );
+    }
+    None
 }
 
 /// The action that makes the observed PodGroup the desired one, if any. A native PodGroup's

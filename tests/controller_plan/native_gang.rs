@@ -300,3 +300,148 @@ fn a_scheduled_native_gang_is_not_blamed_and_the_deadline_still_applies() {
          (mnist-master-0, mnist-worker-0): the cluster reports no cause (no scheduling or image events)"
     );
 }
+
+#[test]
+fn the_topology_key_annotation_confines_the_gang_to_one_domain() {
+    let job = pytorch_job(1, 2)
+        .with_gpus(8)
+        .annotation("gangplank.dev/topology-key", "example.com/nvlink-domain");
+    let plan = job.plan_with(&Observed::default(), 0, &native());
+    let pg = created_group(&plan.actions);
+    assert_eq!(
+        pg["spec"],
+        json!({
+            "schedulingPolicy": {"gang": {"minCount": 3}},
+            "schedulingConstraints": {"topology": [{"key": "example.com/nvlink-domain"}]},
+        })
+    );
+}
+
+#[test]
+fn an_empty_topology_key_or_another_gang_scheduler_writes_no_constraint() {
+    let empty = pytorch_job(1, 2).annotation("gangplank.dev/topology-key", "");
+    let pg = created_group(&empty.plan_with(&Observed::default(), 0, &native()).actions);
+    assert_eq!(pg["spec"].get("schedulingConstraints"), None);
+    let volcano = Config {
+        gang: Some(GangScheduler::Volcano),
+        ..Config::default()
+    };
+    let keyed = pytorch_job(1, 2).annotation("gangplank.dev/topology-key", "rack");
+    let pg = created_group(&keyed.plan_with(&Observed::default(), 0, &volcano).actions);
+    assert_eq!(pg["spec"].get("schedulingConstraints"), None);
+}
+
+#[test]
+fn valid_label_keys_are_written_as_topology_keys() {
+    for key in [
+        "rack",
+        "topology.kubernetes.io/rack",
+        "example.com/nvlink-domain",
+        "a/B_c.d-9",
+        "x",
+    ] {
+        let job = pytorch_job(1, 1).annotation("gangplank.dev/topology-key", key);
+        let plan = job.plan_with(&Observed::default(), 0, &native());
+        let pg = created_group(&plan.actions);
+        assert_eq!(
+            pg["spec"]["schedulingConstraints"]["topology"],
+            json!([{"key": key}]),
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn an_invalid_topology_key_is_said_on_the_job_and_no_pod_group_is_written() {
+    let too_long = "n".repeat(64);
+    let cases = [
+        ("two slashes", "a/b/c", "at most one /"),
+        (
+            "empty prefix",
+            "/rack",
+            "the prefix before / must have 1 to 253 characters",
+        ),
+        (
+            "upper-case prefix",
+            "Example.com/rack",
+            "lowercase DNS subdomain",
+        ),
+        (
+            "empty name",
+            "example.com/",
+            "the name must have 1 to 63 characters",
+        ),
+        ("name too long", too_long.as_str(), "1 to 63 characters"),
+        ("space", "nvlink domain", "only alphanumerics"),
+        ("ends with a dash", "rack-", "ending alphanumeric"),
+    ];
+    for (note, key, says) in cases {
+        let job = pytorch_job(1, 1).annotation("gangplank.dev/topology-key", key);
+        let plan = job.plan_with(&Observed::default(), 0, &native());
+        assert!(
+            !plan
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::CreatePodGroup(_))),
+            "{note}: {:?}",
+            action_list(&plan.actions)
+        );
+        let created = conditions(&plan)
+            .into_iter()
+            .find(|(ty, _, _)| ty == "Created")
+            .unwrap_or_else(|| panic!("{note}: no Created condition"));
+        assert_eq!(created.2, "PyTorchJobPodGroupRefused", "{note}");
+        let message = message(&plan, "Created");
+        assert!(
+            message.contains(&format!(
+                "annotation gangplank.dev/topology-key is {key:?}, which is not a node label key"
+            )) && message.contains(says),
+            "{note}: {message}"
+        );
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == "PyTorchJobPodGroupRefused"),
+            "{note}: a Warning Event says it"
+        );
+        assert_eq!(plan.requeue_after, secs(10), "{note}: no tight loop");
+    }
+}
+
+#[test]
+fn an_existing_native_pod_group_keeps_its_spec_when_the_topology_key_changes() {
+    let job = pytorch_job(1, 1).annotation("gangplank.dev/topology-key", "rack");
+    let observed = Observed {
+        pod_group: existing(
+            json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+            json!({}),
+        ),
+        ..Observed::default()
+    };
+    let plan = job.plan_with(&observed, 0, &native());
+    assert!(
+        !action_list(&plan.actions)
+            .iter()
+            .any(|a| a.contains("PodGroup")),
+        "{:?}",
+        action_list(&plan.actions)
+    );
+}
+
+#[test]
+fn the_start_deadline_names_an_invalid_topology_key() {
+    let job = pytorch_job(1, 1)
+        .with_gpus(8)
+        .annotation("gangplank.dev/topology-key", "rack-")
+        .run_policy("schedulingPolicy", json!({"scheduleTimeoutSeconds": 60}));
+    let first = job.plan_with(&Observed::default(), 0, &native());
+    let started = job.with_status_of(&first);
+    let plan = started.plan_with(&created(&job), 60, &native());
+    let failed = message(&plan, "Failed");
+    assert!(
+        failed.contains(
+            "the PodGroup could not be written: annotation gangplank.dev/topology-key is \"rack-\""
+        ),
+        "{failed}"
+    );
+}

@@ -109,8 +109,11 @@ pub enum Scheduling {
     Volcano,
 }
 
-/// The feature gates both the apiserver and kube-scheduler need for native gangs.
-pub const NATIVE_GANG_GATES: &str = "GenericWorkload=true,GangScheduling=true";
+/// The feature gates both the apiserver and kube-scheduler need for native gangs, and for a
+/// PodGroup's `schedulingConstraints.topology` (TopologyAwareWorkloadScheduling, 1.36 alpha:
+/// without it the apiserver drops the field and kube-scheduler ignores it).
+pub const NATIVE_GANG_GATES: &str =
+    "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true";
 
 pub struct ControlPlane {
     /// `https://127.0.0.1:PORT`.
