@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use serde_json::{json, Value};
 use support::controller::{pods_of, Controller};
-use support::nodes::{create_nodes, SimNode};
+use support::nodes::{create_gpu_pool, create_nodes, SimNode, H100};
 use support::scheduler::{native_pod_group, wait_placement, Placement};
 use support::{jobs, ControlPlane, Crds, Scheduling};
 
@@ -39,7 +39,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 const SETTLE: Duration = Duration::from_secs(3);
 /// How long a gang that cannot fit whole is watched for a partly bound gang.
 const WINDOW: Duration = Duration::from_secs(20);
-const H100: &str = "NVIDIA-H100-80GB-HBM3";
 
 /// The native-gang control plane with `gangplank controller --gang-scheduler kubernetes`.
 fn plane() -> &'static ControlPlane {
@@ -49,22 +48,6 @@ fn plane() -> &'static ControlPlane {
     let args = ["--leader-elect=false", "--gang-scheduler=kubernetes"];
     CONTROLLER.get_or_init(|| Controller::start(plane, "controller-native-gang", &args));
     plane
-}
-
-/// `count` 8-GPU nodes labelled `pool=<pool>`.
-async fn gpu_pool(client: &kube::Client, pool: &str, count: usize) {
-    let nodes: Vec<SimNode> = (0..count)
-        .map(|i| {
-            SimNode::new(&format!("{pool}-gpu-{i}"))
-                .gpus(8, H100)
-                .label("pool", pool)
-        })
-        .collect();
-    create_nodes(client, &nodes).await;
-}
-
-fn selector(job: &str) -> String {
-    format!("training.kubeflow.org/job-name={job}")
 }
 
 /// The job's PodGroup `<job>-pytorchjob`, once the controller has made it.
@@ -86,7 +69,7 @@ async fn raw_pods(client: &kube::Client, ns: &str, job: &str) -> Vec<Value> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Pod>(&()));
     let list = api
-        .list(&ListParams::default().labels(&selector(job)))
+        .list(&ListParams::default().labels(&jobs::selector(job)))
         .await
         .unwrap_or_else(|e| panic!("list pods of {job}: {e}"));
     list.items
@@ -103,7 +86,7 @@ async fn delete_job(client: &kube::Client, ns: &str, name: &str) {
         .await
         .unwrap_or_else(|e| panic!("delete job {name}: {e}"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let params = ListParams::default().labels(&selector(name));
+    let params = ListParams::default().labels(&jobs::selector(name));
     support::wait_for(&format!("pods of {name} gone"), LIMIT, || async {
         let now = DeleteParams::default().grace_period(0);
         pods.delete_collection(&now, &params)
@@ -120,13 +103,13 @@ async fn a_gang_that_fits_is_bound_together() {
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("fits").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     let job = jobs::gpu_gang("fits", 1, &ns);
     let created = jobs::create(&client, &ns, &job, false)
         .await
         .unwrap_or_else(|e| panic!("create job: {e}"));
 
-    let placement = wait_placement(plane, &ns, &selector("fits"), 2, SETTLE, LIMIT).await;
+    let placement = wait_placement(plane, &ns, &jobs::selector("fits"), 2, SETTLE, LIMIT).await;
     assert!(placement.all_bound(), "{}", placement.summary());
     let nodes: std::collections::BTreeSet<&String> = placement.bound.values().collect();
     assert_eq!(nodes.len(), 2, "one 8-GPU pod per node: {placement:?}");
@@ -162,11 +145,11 @@ async fn a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_th
     let plane = plane();
     let client = plane.client().await;
     let ns = plane.namespace("waits").await;
-    gpu_pool(&client, &ns, 2).await;
+    create_gpu_pool(&client, &ns, 2).await;
     jobs::create(&client, &ns, &jobs::gpu_gang("first", 1, &ns), false)
         .await
         .unwrap_or_else(|e| panic!("create first: {e}"));
-    let first = wait_placement(plane, &ns, &selector("first"), 2, SETTLE, LIMIT).await;
+    let first = wait_placement(plane, &ns, &jobs::selector("first"), 2, SETTLE, LIMIT).await;
     assert!(first.all_bound(), "{}", first.summary());
 
     jobs::create(&client, &ns, &jobs::gpu_gang("second", 1, &ns), false)
@@ -179,7 +162,7 @@ async fn a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_th
     .await;
     let started = Instant::now();
     while started.elapsed() < WINDOW {
-        let now = Placement::read(&client, &ns, &selector("second")).await;
+        let now = Placement::read(&client, &ns, &jobs::selector("second")).await;
         assert!(
             now.bound.is_empty(),
             "the native gang bound part of a job that cannot fit whole: {}",
@@ -214,7 +197,7 @@ async fn a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_th
     .await;
 
     delete_job(&client, &ns, "first").await;
-    let second = wait_placement(plane, &ns, &selector("second"), 2, SETTLE, LIMIT).await;
+    let second = wait_placement(plane, &ns, &jobs::selector("second"), 2, SETTLE, LIMIT).await;
     assert!(second.all_bound(), "{}", second.summary());
 }
 
@@ -223,7 +206,7 @@ async fn the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_r
     let client = plane.client().await;
     let ns = plane.namespace("stuck").await;
     // One 8-GPU node for a gang of two 8-GPU pods: never placed whole.
-    gpu_pool(&client, &ns, 1).await;
+    create_gpu_pool(&client, &ns, 1).await;
     let mut job = jobs::gpu_gang("stuck", 1, &ns);
     job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"scheduleTimeoutSeconds": 15}});
     jobs::create(&client, &ns, &job, false)
@@ -250,7 +233,7 @@ async fn the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_r
         message.contains(": PodGroup is unschedulable: Unschedulable: "),
         "the PodGroup's PodGroupScheduled reason and message: {message}"
     );
-    let placement = Placement::read(&client, &ns, &selector("stuck")).await;
+    let placement = Placement::read(&client, &ns, &jobs::selector("stuck")).await;
     assert!(placement.bound.is_empty(), "{}", placement.summary());
 }
 
@@ -302,7 +285,7 @@ async fn a_gang_with_a_topology_key_lands_in_one_domain_or_not_at_all() {
     .await;
     let started = Instant::now();
     while started.elapsed() < WINDOW {
-        let now = Placement::read(&client, &ns, &selector("four")).await;
+        let now = Placement::read(&client, &ns, &jobs::selector("four")).await;
         assert!(
             now.bound.is_empty(),
             "a gang no domain holds was bound (in part): {}",
@@ -318,7 +301,7 @@ async fn a_gang_with_a_topology_key_lands_in_one_domain_or_not_at_all() {
     jobs::create(&client, &ns, &keyed("three", 2), false)
         .await
         .unwrap_or_else(|e| panic!("create three: {e}"));
-    let placement = wait_placement(plane, &ns, &selector("three"), 3, SETTLE, LIMIT).await;
+    let placement = wait_placement(plane, &ns, &jobs::selector("three"), 3, SETTLE, LIMIT).await;
     assert!(placement.all_bound(), "{}", placement.summary());
     let domains: std::collections::BTreeSet<String> =
         placement.bound.values().map(|n| domain_of(n)).collect();
