@@ -704,14 +704,13 @@ async fn without_vc_scheduler_the_deadline_says_no_volcano_scheduler_looked() {
     let client = plane.client().await;
     let ns = plane.namespace("down").await;
     create_gpu_pool(&client, &ns, 2).await;
-    // vc-controller-manager down: the `default` Queue it made stays, and gangplank's gangs
-    // (whose PodGroups the controller writes) are still admitted and bound by vc-scheduler.
-    plane.stop("vc-controller-manager");
+    // With Volcano up, a gang runs here (so what follows is about Volcano being down).
     jobs::create_ok(&client, &ns, &jobs::gpu_gang("still-runs", 1, &ns)).await;
     wait_bound(&client, &ns, "still-runs", 2).await;
     delete_job(&client, &ns, "still-runs").await;
 
-    // vc-scheduler down too: the PodGroup never gets a phase, and the deadline says why.
+    // Volcano down: the PodGroup never gets a phase, and the deadline says why.
+    plane.stop("vc-controller-manager");
     plane.stop("vc-scheduler");
     let mut job = jobs::gpu_gang("unseen", 1, &ns);
     job["spec"]["runPolicy"] = json!({"schedulingPolicy": {"scheduleTimeoutSeconds": 10}});
