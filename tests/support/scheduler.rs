@@ -35,31 +35,41 @@ impl ControlPlane {
     /// election off (one of each per control plane) and no serving port (nothing probes them;
     /// the tests watch what they do to pods).
     pub(super) fn spawn_scheduling(&self) {
-        let kubeconfig = format!("--kubeconfig={}", self.kubeconfig.display());
-        let mut common = vec![
-            kubeconfig,
-            "--leader-elect=false".to_string(),
-            "--secure-port=0".to_string(),
-        ];
-        if self.scheduling == Scheduling::NativeGang {
-            common.push(format!("--feature-gates={NATIVE_GANG_GATES}"));
-        }
-        let scheduler = self.assets.kube_scheduler();
-        let mut scheduler_args = common.clone();
+        let mut args = self.unserved_component_args();
         // To see the scheduler's reasoning in a failure's log tail (4: each plugin's verdict).
         if let Ok(level) = std::env::var("GANGPLANK_SCHEDULER_VERBOSITY") {
-            scheduler_args.push(format!("-v={level}"));
+            args.push(format!("-v={level}"));
         }
-        self.spawn("kube-scheduler", &scheduler, &scheduler_args);
-        let mut manager = common;
+        self.spawn("kube-scheduler", &self.assets.kube_scheduler(), &args);
+        self.spawn_controller_manager();
+    }
+
+    /// kube-controller-manager with [`CONTROLLERS`] (plus podgroup-protection on a native
+    /// gang plane): every plane that schedules pods, Volcano's included, runs one.
+    pub(super) fn spawn_controller_manager(&self) {
+        let mut args = self.unserved_component_args();
         let controllers = match self.scheduling {
             // Takes the finalizer off a deleted PodGroup once no pod names it, as in a cluster.
             Scheduling::NativeGang => format!("{CONTROLLERS},podgroup-protection-controller"),
             _ => CONTROLLERS.to_string(),
         };
-        manager.push(format!("--controllers={controllers}"));
+        args.push(format!("--controllers={controllers}"));
         let program = self.assets.kube_controller_manager();
-        self.spawn("kube-controller-manager", &program, &manager);
+        self.spawn("kube-controller-manager", &program, &args);
+    }
+
+    /// The admin kubeconfig, leader election off, no serving port, and the native gang gates
+    /// where the plane has them.
+    fn unserved_component_args(&self) -> Vec<String> {
+        let mut args = vec![
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            "--leader-elect=false".to_string(),
+            "--secure-port=0".to_string(),
+        ];
+        if self.scheduling == Scheduling::NativeGang {
+            args.push(format!("--feature-gates={NATIVE_GANG_GATES}"));
+        }
+        args
     }
 }
 

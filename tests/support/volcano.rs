@@ -42,8 +42,6 @@ const HOW_TO_GET: &str = "build them once with ../shared/tools/volcano-test-asse
     VOLCANO_ASSETS=DIR";
 /// Both binaries answer /healthz in about a second here; 60 s is a broken start.
 const START_LIMIT: Duration = Duration::from_secs(60);
-/// The controllers of kube-controller-manager a Volcano plane runs (see the module doc).
-const KCM_CONTROLLERS: &str = "garbage-collector-controller,namespace-controller";
 
 /// A Volcano assets directory: `bin/`, `crds/`, `conf/volcano-scheduler.conf`.
 #[derive(Debug, Clone)]
@@ -164,14 +162,7 @@ impl ControlPlane {
         let assets = find().unwrap_or_else(|why| panic!("{why}"));
         self.install_volcano_crds(&assets).await;
         let kubeconfig = format!("--kubeconfig={}", self.kubeconfig.display());
-        let kcm = vec![
-            kubeconfig.clone(),
-            "--leader-elect=false".into(),
-            "--secure-port=0".into(),
-            format!("--controllers={KCM_CONTROLLERS}"),
-        ];
-        let program = self.assets.kube_controller_manager();
-        self.spawn("kube-controller-manager", &program, &kcm);
+        self.spawn_controller_manager();
         let [manager_port, scheduler_port] = free_ports();
         let manager = vec![
             kubeconfig.clone(),
