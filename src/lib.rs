@@ -23,6 +23,7 @@ pub mod pointer;
 pub mod policy;
 pub mod review;
 pub mod suite;
+pub mod trainer;
 
 /// Turns off backtrace capture for library errors unless the user asked for it explicitly.
 ///

@@ -28,6 +28,7 @@ use super::metrics::Metrics;
 use crate::cluster::ClusterHandle;
 use crate::policy::load::{rego_files, PARAMS_FILE};
 use crate::policy::{LoadError, PolicySet};
+use crate::trainer::RuntimeCatalog;
 
 /// The serving policy set of one directory.
 #[derive(Debug)]
@@ -37,6 +38,8 @@ pub struct PolicyStore {
     state: Mutex<State>,
     /// The cluster inventory every set of this store reads as `data.cluster`.
     cluster: ClusterHandle,
+    /// The Trainer runtimes every set of this store renders TrainJobs with.
+    runtimes: RuntimeCatalog,
 }
 
 #[derive(Debug, Default)]
@@ -75,9 +78,13 @@ impl PolicyStore {
     /// Loads `dir` once; this set and every reloaded one read `data.cluster` from `cluster`.
     pub fn load_with_cluster(dir: &Path, cluster: ClusterHandle) -> Result<PolicyStore, LoadError> {
         let seen = fingerprint(dir);
-        let set = PolicySet::load(dir)?.with_cluster(cluster.clone());
+        let runtimes = RuntimeCatalog::default();
+        let set = PolicySet::load(dir)?
+            .with_cluster(cluster.clone())
+            .with_runtimes(runtimes.clone());
         Ok(PolicyStore {
             cluster,
+            runtimes,
             dir: dir.to_path_buf(),
             current: ArcSwapOption::from_pointee(set),
             state: Mutex::new(State {
@@ -89,10 +96,16 @@ impl PolicyStore {
         })
     }
 
+    /// The runtime catalog of every set of this store (`serve` keeps it current).
+    pub fn runtimes(&self) -> &RuntimeCatalog {
+        &self.runtimes
+    }
+
     /// A store with a set already compiled (tests, benchmarks).
     pub fn with_set(dir: &Path, set: PolicySet) -> PolicyStore {
         PolicyStore {
             cluster: set.cluster().clone(),
+            runtimes: set.runtimes().clone(),
             dir: dir.to_path_buf(),
             current: ArcSwapOption::from_pointee(set),
             state: Mutex::new(State {
@@ -145,7 +158,10 @@ impl PolicyStore {
             state.seen = seen;
         }
         let started = std::time::Instant::now();
-        let loaded = PolicySet::load(&self.dir).map(|s| s.with_cluster(self.cluster.clone()));
+        let loaded = PolicySet::load(&self.dir).map(|s| {
+            s.with_cluster(self.cluster.clone())
+                .with_runtimes(self.runtimes.clone())
+        });
         let mut state = self.state.lock().ok()?;
         match loaded {
             Ok(set) => {

@@ -86,6 +86,7 @@ pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
         .await?,
         kueue_cluster_queues: custom(client, &cluster_queues, "Kueue ClusterQueues").await?,
         kueue_local_queues: custom(client, &local_queues, "Kueue LocalQueues").await?,
+        trainer_runtimes: None,
         // Unknown (null) when discovery cannot answer: the rule that reads it stays quiet.
         native_gang_api: crate::cluster::discovery::native_gang_api(client)
             .await

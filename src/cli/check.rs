@@ -13,6 +13,7 @@ use crate::policy::{EvalError, PolicySet};
 use crate::review::documents::{ReadOptions, DEFAULT_MAX_DOCUMENT_BYTES};
 use crate::review::{self, read_documents};
 use crate::review::{Decision, Input};
+use crate::trainer::RuntimeCatalog;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -79,9 +80,9 @@ impl CheckArgs {
             registry_credentials,
             cluster,
         } = self;
-        let inventory = match cluster.as_deref().map(crate::cluster::snapshot::read) {
+        let snapshot = match cluster.as_deref().map(crate::cluster::snapshot::read) {
             None => None,
-            Some(Ok(inventory)) => Some(crate::cluster::ClusterHandle::fixed(&inventory)),
+            Some(Ok(inventory)) => Some(inventory),
             Some(Err(message)) => {
                 eprintln!("error: --cluster: {message}");
                 return exit::UNREADABLE;
@@ -95,8 +96,10 @@ impl CheckArgs {
             (loaded, _) => loaded,
         };
         let set = match loaded {
-            Ok(set) => match inventory {
-                Some(handle) => set.with_cluster(handle),
+            Ok(set) => match &snapshot {
+                Some(inventory) => {
+                    set.with_cluster(crate::cluster::ClusterHandle::fixed(inventory))
+                }
                 None => set,
             },
             Err(e) => {
@@ -122,11 +125,17 @@ impl CheckArgs {
             max_document_bytes,
             default_namespace: namespace,
         };
-        let outcomes: Vec<Outcome> = read_documents(&paths, &opts)
+        let documents = read_documents(&paths, &opts);
+        // TrainJobs are rendered with the runtimes given beside them or in the snapshot.
+        let set = set.with_runtimes(RuntimeCatalog::offline(
+            snapshot.as_ref(),
+            documents.iter().flatten().map(|d| &d.input.object),
+        ));
+        let outcomes: Vec<Outcome> = documents
             .into_iter()
             .map(|doc| match doc {
                 Ok(mut doc) => {
-                    if profile > 0 && doc.input.kind().is_some() {
+                    if profile > 0 && doc.input.is_job() {
                         print_profile(&set, &doc, profile);
                     }
                     let Some(resolving) = &resolving else {

@@ -39,6 +39,9 @@ pub struct Inventory {
     /// Kueue `ClusterQueue` and `LocalQueue` objects; `None` when their CRDs are not installed.
     pub kueue_cluster_queues: Option<Vec<Value>>,
     pub kueue_local_queues: Option<Vec<Value>>,
+    /// Trainer ClusterTrainingRuntimes and TrainingRuntimes (snapshots only; `serve` keeps
+    /// its own runtime catalog); `None` when the snapshot lists none.
+    pub trainer_runtimes: Option<Vec<Value>>,
     /// Whether `scheduling.k8s.io/v1alpha2` podgroups are served (Kubernetes' native gang,
     /// see [`discovery`](super::discovery)); `None` when nobody asked or the answer is unknown.
     pub native_gang_api: Option<bool>,

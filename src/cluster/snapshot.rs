@@ -59,6 +59,10 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
                 .kueue_local_queues
                 .get_or_insert_with(Vec::new)
                 .push(item),
+            "ClusterTrainingRuntime" | "TrainingRuntime" => inventory
+                .trainer_runtimes
+                .get_or_insert_with(Vec::new)
+                .push(item),
             "APIGroupList" => inventory.native_gang_api = Some(lists_native_gang(&item)),
             "APIResourceList" => {
                 let version = item.get("groupVersion").and_then(Value::as_str);
@@ -72,7 +76,7 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
             }
             other => {
                 return Err(format!(
-                    "{source}: item {i} is a {other:?}; a cluster snapshot holds Nodes, Volcano Queues, Kueue ClusterQueues/LocalQueues (kubectl get nodes -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)"
+                    "{source}: item {i} is a {other:?}; a cluster snapshot holds Nodes, Volcano Queues, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,queues,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)"
                 ))
             }
         }

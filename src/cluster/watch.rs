@@ -125,6 +125,7 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
             volcano_queues: next(),
             kueue_cluster_queues: next(),
             kueue_local_queues: next(),
+            trainer_runtimes: None,
             native_gang_api,
             source: "cluster".into(),
             stale,

@@ -17,7 +17,6 @@ use super::credentials::Keychain;
 use super::error::ResolveError;
 use super::resolver::{Resolved, Resolver};
 use super::settings::{FailureMode, Settings};
-use crate::job::JobView;
 use crate::policy::{Action, PolicySet, Violation};
 use crate::review::Input;
 
@@ -119,7 +118,7 @@ pub fn wanted(set: &PolicySet, input: &Input) -> Vec<String> {
     else {
         return Vec::new();
     };
-    let Some(kind) = input.kind() else {
+    let Some(view) = input.view_of(&input.object) else {
         return Vec::new();
     };
     let exempt: Vec<&str> = policy
@@ -129,7 +128,6 @@ pub fn wanted(set: &PolicySet, input: &Input) -> Vec<String> {
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let known = crate::review::pinned::keep_stored_digests(input);
-    let view = JobView::build(kind, &input.object);
     let images: BTreeSet<&str> = view
         .replicas
         .iter()
@@ -148,7 +146,7 @@ pub fn failure_violations(pinning: &Pinning, input: &Input) -> Vec<Violation> {
     if pinning.failures().next().is_none() {
         return Vec::new();
     }
-    let view = input.kind().map(|k| JobView::build(k, &input.object));
+    let view = input.view_of(&input.object);
     let path_of = |image: &str| {
         view.as_ref()
             .and_then(|v| {

@@ -69,6 +69,9 @@ pub struct JobView {
     pub env_names: Vec<String>,
     /// Structural problems found while building the view.
     pub problems: Vec<Problem>,
+    /// Trainer v2 only (TrainJob and its runtimes): what the runtime and the Trainer decide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trainer: Option<crate::trainer::view::TrainerView>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -129,6 +132,22 @@ pub struct ReplicaView {
     pub pod_requests: BTreeMap<String, i64>,
     /// Name of the last pod of this replica type (the longest one).
     pub last_pod_name: String,
+    /// Trainer v2 only: the JobSet step this replicatedJob is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<StepView>,
+}
+
+/// A replicatedJob of a TrainJob's JobSet, as the Trainer runs it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StepView {
+    /// `trainer.kubeflow.org/trainjob-ancestor-step`: trainer, dataset-initializer, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ancestor: Option<String>,
+    /// JobSet `dependsOn` (`{name, status}`): created only once those reach the status.
+    pub depends_on: Vec<Value>,
+    /// Created with the JobSet (no `dependsOn`), so present when a gang first forms.
+    pub first_wave: bool,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -201,11 +220,12 @@ impl JobView {
             total_pods,
             env_names,
             problems,
+            trainer: None,
         }
     }
 }
 
-fn distinct_env_names(replicas: &[ReplicaView]) -> Vec<String> {
+pub(crate) fn distinct_env_names(replicas: &[ReplicaView]) -> Vec<String> {
     let names: std::collections::BTreeSet<&String> = replicas
         .iter()
         .flat_map(|r| &r.containers)
@@ -333,9 +353,59 @@ fn replica(
         replica_count(r.get("replicas"), default_replicas, &path, problems);
     let restart_declared =
         optional_text(r, "restartPolicy", &path, problems).filter(|p| !p.is_empty());
-    let template_path = pointer::join(&path, ["template"]);
+    let head = ReplicaHead {
+        key: key.to_string(),
+        replica_type: canonical.to_string(),
+        known: known.is_some(),
+        role: known.map(|t| t.role.as_str()),
+        coordinator: known.is_some_and(|t| t.role.is_singleton()),
+        replicas,
+        replicas_set,
+        restart_policy: restart_declared
+            .or(known.map(|t| t.default_restart_policy))
+            .unwrap_or_default()
+            .to_string(),
+        restart_policy_set: restart_declared.is_some(),
+        template_path: pointer::join(&path, ["template"]),
+        path,
+        last_pod_name: match known {
+            Some(t) if t.unindexed => format!("{job}-{}", canonical.to_lowercase()),
+            _ => pod_name(job, canonical, replicas.saturating_sub(1).max(0)),
+        },
+        step: None,
+    };
+    replica_with_template(head, r.get("template"), default_name, problems)
+}
+
+/// What a replica is apart from its pod template; each kind's reader fills it in.
+#[derive(Debug, Clone)]
+pub struct ReplicaHead {
+    pub key: String,
+    pub replica_type: String,
+    pub known: bool,
+    pub role: Option<&'static str>,
+    pub coordinator: bool,
+    pub replicas: i64,
+    pub replicas_set: bool,
+    pub restart_policy: String,
+    pub restart_policy_set: bool,
+    pub path: String,
+    /// Pointer (or runtime path) of the pod template.
+    pub template_path: String,
+    pub last_pod_name: String,
+    pub step: Option<StepView>,
+}
+
+/// The replica `head` describes, its pod read from `template` (`{metadata, spec}`).
+pub fn replica_with_template(
+    head: ReplicaHead,
+    template: Option<&Value>,
+    default_name: Option<&str>,
+    problems: &mut Vec<Problem>,
+) -> ReplicaView {
+    let template_path = head.template_path;
     let pod_spec_path = pointer::join(&template_path, ["spec"]);
-    let template = object_at(r.get("template"), &template_path, problems);
+    let template = object_at(template, &template_path, problems);
     let tmeta = template.and_then(|t| t.get("metadata"));
     let pod_spec = template.and_then(|t| object_at(t.get("spec"), &pod_spec_path, problems));
     let containers = containers_at(pod_spec, "containers", &pod_spec_path, problems);
@@ -351,19 +421,16 @@ fn replica(
         problems,
     );
     ReplicaView {
-        key: key.to_string(),
-        replica_type: canonical.to_string(),
-        known: known.is_some(),
-        role: known.map(|t| t.role.as_str()),
-        coordinator: known.is_some_and(|t| t.role.is_singleton()),
-        replicas,
-        replicas_set,
-        restart_policy: restart_declared
-            .or(known.map(|t| t.default_restart_policy))
-            .unwrap_or_default()
-            .to_string(),
-        restart_policy_set: restart_declared.is_some(),
-        path,
+        key: head.key,
+        replica_type: head.replica_type,
+        known: head.known,
+        role: head.role,
+        coordinator: head.coordinator,
+        replicas: head.replicas,
+        replicas_set: head.replicas_set,
+        restart_policy: head.restart_policy,
+        restart_policy_set: head.restart_policy_set,
+        path: head.path,
         template_path,
         pod_spec_path,
         scheduler_name: pod_spec
@@ -384,10 +451,8 @@ fn replica(
         containers,
         init_containers,
         default_container_index,
-        last_pod_name: match known {
-            Some(t) if t.unindexed => format!("{job}-{}", canonical.to_lowercase()),
-            _ => pod_name(job, canonical, replicas.saturating_sub(1).max(0)),
-        },
+        last_pod_name: head.last_pod_name,
+        step: head.step,
     }
 }
 
@@ -549,7 +614,7 @@ fn env_names(env: Option<&Value>, container: &str, problems: &mut Vec<Problem>) 
 
 /// The sum of `values`, or, when it does not fit in an i64, i64::MAX and a problem at
 /// `path`: a total that wrapped around would look small (a 2-pod job needing no gang).
-fn checked_total(
+pub(crate) fn checked_total(
     values: impl Iterator<Item = i64>,
     path: &str,
     what: &str,
@@ -598,7 +663,7 @@ fn str_at(v: Option<&Value>, key: &str) -> Option<String> {
     v?.get(key)?.as_str().map(str::to_string)
 }
 
-fn problem(path: &str, msg: String) -> Problem {
+pub(crate) fn problem(path: &str, msg: String) -> Problem {
     Problem {
         path: path.to_string(),
         msg,

@@ -19,6 +19,7 @@ use super::load::{PolicySources, RegoFile};
 use super::params::Action;
 use super::vm::VmProgram;
 use crate::cluster::ClusterHandle;
+use crate::trainer::RuntimeCatalog;
 
 /// Package every policy lives under: `gangplank.policies.<name>`.
 pub const POLICY_PACKAGE: &str = "gangplank.policies";
@@ -131,6 +132,8 @@ pub struct PolicySet {
     sources: PolicySources,
     /// The cluster inventory policies read as `data.cluster` (empty: no cluster known).
     pub(super) cluster: ClusterHandle,
+    /// The Trainer runtimes TrainJobs are rendered with (empty: none known).
+    pub(super) runtimes: RuntimeCatalog,
 }
 
 impl PolicySet {
@@ -223,6 +226,7 @@ impl PolicySet {
             excluded_namespaces: sources.params.excluded_namespaces.clone(),
             sources,
             cluster: ClusterHandle::default(),
+            runtimes: RuntimeCatalog::default(),
         };
         set.smoke_test()?;
         Ok(set)
@@ -237,6 +241,17 @@ impl PolicySet {
 
     pub fn cluster(&self) -> &ClusterHandle {
         &self.cluster
+    }
+
+    /// The same set rendering TrainJobs with the runtimes of `runtimes` (which may change
+    /// between evaluations).
+    pub fn with_runtimes(mut self, runtimes: RuntimeCatalog) -> PolicySet {
+        self.runtimes = runtimes;
+        self
+    }
+
+    pub fn runtimes(&self) -> &RuntimeCatalog {
+        &self.runtimes
     }
 
     pub fn policies(&self) -> &[PolicyInfo] {

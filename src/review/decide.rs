@@ -94,8 +94,15 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
             "the job is being deleted (deletionTimestamp is set); updates are not checked".into(),
         );
     }
-    if input.kind().is_none() {
+    if !input.is_job() {
         let (api_version, kind) = input.type_meta();
+        if crate::trainer::unknown_version(api_version, kind) {
+            return Some(format!(
+                "{api_version} {kind} is an API version gangplank does not know (it understands {}/{}, Trainer v2.2 and v2.3); allowed unchecked",
+                crate::trainer::GROUP,
+                crate::trainer::VERSION
+            ));
+        }
         return Some(format!(
             "not a training job ({api_version}/{kind}); allowed untouched"
         ));
@@ -145,7 +152,8 @@ impl Mutation {
 /// their intents are applied in order (see [`PolicySet::mutation_intents`]). On UPDATE,
 /// images keep the stored object's digests (see [`super::pinned`]).
 pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
-    let input = super::pinned::keep_stored_digests(input);
+    let input = set.runtimes().attach(input);
+    let input = super::pinned::keep_stored_digests(&input);
     let mut provenance = Provenance::read(&input.object);
     let mut mutated = input.object.clone();
     // What the policies saw, when it is not the submitted object.
@@ -157,6 +165,13 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     let intents = set.mutation_intents(&released_input, &input.namespace)?;
     let mut applied = Vec::new();
     let mut failed = Vec::new();
+    // A TrainJob's pods are its runtime's but for what `spec.trainer` sets: intents that
+    // point elsewhere (into the runtime, or at fields a TrainJob does not have) are left to
+    // the runtime's own admission, and validation names the runtime field.
+    let trainer = input.trainer_kind();
+    let intents = intents
+        .into_iter()
+        .filter(|i| trainer.is_none_or(|kind| crate::trainer::admits_intent(kind, &i.path)));
     for intent in intents {
         match intent.apply(&mut mutated) {
             Ok(true) => {
@@ -237,6 +252,7 @@ pub fn patch(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
 
 /// Mutation, then validation of the result.
 pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
+    let input = &*set.runtimes().attach(input);
     if let Some(reason) = skip_reason(set, input) {
         return Ok(Decision::skip(input, reason));
     }

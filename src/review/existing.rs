@@ -55,6 +55,7 @@ pub fn excuse_existing(
         name: input.name.clone(),
         dry_run: input.dry_run,
         user_info: input.user_info.clone(),
+        runtime: input.runtime.clone(),
     };
     let old_violations = set.violations(&before.build_rego_input(), &input.namespace)?;
     for v in violations.iter_mut() {

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::job::{self, JobView, KindSpec};
 use crate::policy::set::to_rego;
+use crate::trainer::{Lookup, TrainerKind};
 
 /// A small serializable value (request fields, JobView) as a Rego value.
 fn serialized(v: &impl Serialize) -> RegoValue {
@@ -61,6 +62,22 @@ pub struct Input {
     pub old_object: Option<Value>,
     /// Image reference → resolved digest, when a resolver (or a test fixture) supplied them.
     pub images: Map<String, Value>,
+    /// TrainJobs: the runtime the job names, once looked up ([`RuntimeCatalog::attach`]);
+    /// `None` until then (the view then says the runtime is not known).
+    ///
+    /// [`RuntimeCatalog::attach`]: crate::trainer::RuntimeCatalog::attach
+    pub runtime: Option<Lookup>,
+}
+
+/// What kind of object a request is about, as far as policies go.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject {
+    /// A kubeflow.org training job (v1 kinds, MPIJob v2beta1).
+    Kubeflow(&'static KindSpec),
+    /// A Trainer v2 TrainJob or runtime.
+    Trainer(TrainerKind),
+    /// Anything else: allowed untouched.
+    Other,
 }
 
 /// Request fields policies may read as `input.request`.
@@ -99,6 +116,7 @@ impl Input {
             object,
             old_object: None,
             images: Map::new(),
+            runtime: None,
         }
     }
 
@@ -148,6 +166,7 @@ impl Input {
             object,
             old_object,
             images: Map::new(),
+            runtime: None,
         })
     }
 
@@ -166,17 +185,56 @@ impl Input {
         (field("apiVersion"), field("kind"))
     }
 
-    /// The kind table row, when the subject is a training job gangplank knows.
+    /// The kind table row, when the subject is a kubeflow.org training job gangplank knows.
     pub fn kind(&self) -> Option<&'static KindSpec> {
         let (api_version, kind) = self.type_meta();
         job::lookup(api_version, kind)
+    }
+
+    pub fn subject_kind(&self) -> Subject {
+        let (api_version, kind) = self.type_meta();
+        if let Some(spec) = job::lookup(api_version, kind) {
+            return Subject::Kubeflow(spec);
+        }
+        TrainerKind::lookup(api_version, kind).map_or(Subject::Other, Subject::Trainer)
+    }
+
+    /// Whether policies judge this kind of object.
+    pub fn is_job(&self) -> bool {
+        !matches!(self.subject_kind(), Subject::Other)
+    }
+
+    /// The Trainer kind of the subject, if it is one.
+    pub fn trainer_kind(&self) -> Option<TrainerKind> {
+        match self.subject_kind() {
+            Subject::Trainer(kind) => Some(kind),
+            _ => None,
+        }
+    }
+
+    /// The JobView of `object` (the subject's kind), when policies judge that kind.
+    pub fn view_of(&self, object: &Value) -> Option<JobView> {
+        match self.subject_kind() {
+            Subject::Kubeflow(spec) => Some(JobView::build(spec, object)),
+            Subject::Trainer(TrainerKind::TrainJob) => {
+                let runtime = match &self.runtime {
+                    Some(Lookup::Found(r)) => Ok(r.as_ref()),
+                    Some(Lookup::Missing(reason)) => Err(reason.as_str()),
+                    None => Err("the runtime was not looked up (no runtime catalog)"),
+                };
+                Some(crate::trainer::view::trainjob_view(object, runtime))
+            }
+            Subject::Trainer(kind) => {
+                Some(crate::trainer::view::runtime_view(kind.as_str(), object))
+            }
+            Subject::Other => None,
+        }
     }
 
     /// The Rego input with `object` as the subject (the submitted object, or the mutated one
     /// when validating after mutation). Objects are converted straight into Rego values,
     /// never cloned as JSON first.
     pub fn rego_input_for(&self, object: &Value) -> RegoValue {
-        let kind = self.kind();
         let request = RequestView {
             uid: &self.uid,
             operation: self.operation,
@@ -190,13 +248,13 @@ impl Input {
         put("request", serialized(&request));
         put("object", to_rego(object));
         put("images", serialized(&self.images));
-        if let Some(k) = kind {
-            put("job", serialized(&JobView::build(k, object)));
+        if let Some(view) = self.view_of(object) {
+            put("job", serialized(&view));
         }
         if let Some(old) = &self.old_object {
             put("oldObject", to_rego(old));
-            if let Some(k) = kind {
-                put("oldJob", serialized(&JobView::build(k, old)));
+            if let Some(view) = self.view_of(old) {
+                put("oldJob", serialized(&view));
             }
         }
         RegoValue::from(doc)
@@ -222,11 +280,8 @@ impl Input {
             let object = map.remove(&RegoValue::String("object".into()))?;
             let object = super::diff::patch_rego(object, patch)?;
             map.insert(RegoValue::String("object".into()), object);
-            if let Some(k) = self.kind() {
-                map.insert(
-                    RegoValue::String("job".into()),
-                    serialized(&JobView::build(k, after)),
-                );
+            if let Some(view) = self.view_of(after) {
+                map.insert(RegoValue::String("job".into()), serialized(&view));
             }
             Some(doc)
         })();

@@ -15,12 +15,13 @@ use crate::job::JobView;
 /// `input` with `images` overlaid by the stored object's digests, on UPDATE; unchanged
 /// (borrowed) otherwise.
 pub fn keep_stored_digests(input: &Input) -> Cow<'_, Input> {
-    let (Operation::Update, Some(old), Some(kind)) =
-        (input.operation, input.old_object.as_ref(), input.kind())
-    else {
+    let (Operation::Update, Some(old)) = (input.operation, input.old_object.as_ref()) else {
         return Cow::Borrowed(input);
     };
-    let stored = stored_digests(&JobView::build(kind, old));
+    let Some(old_view) = input.view_of(old) else {
+        return Cow::Borrowed(input);
+    };
+    let stored = stored_digests(&old_view);
     if stored.iter().all(|(r, d)| input.images.get(r) == Some(d)) {
         return Cow::Borrowed(input);
     }

@@ -1,0 +1,273 @@
+//! The runtimes TrainJobs name, known without asking the API server per request.
+//!
+//! Entry points: [`RuntimeCatalog`] (filled from files and snapshots by `check`, `test` and
+//! `audit`; from watches by `serve`, see [`watch`]) and [`RuntimeCatalog::lookup`].
+//! A kind that was never listed is *unknown*, not empty: a lookup then says why no runtime
+//! is known rather than claiming the runtime does not exist.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+use super::{RuntimeRef, TrainerKind, CLUSTER_TRAINING_RUNTIME};
+use crate::review::input::Input;
+
+/// What a lookup found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    Found(Arc<Value>),
+    /// No runtime: the message says why (absent, never listed, a bad reference).
+    Missing(String),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    cluster: HashMap<String, Arc<Value>>,
+    /// (namespace, name)
+    namespaced: HashMap<(String, String), Arc<Value>>,
+    /// Per kind: where the list came from, once listed (`None`: never listed).
+    cluster_source: Option<String>,
+    namespaced_source: Option<String>,
+    /// Why the lists may be out of date (a failing watch).
+    stale: Option<String>,
+    /// Why nothing was listed, for the message of a lookup that finds nothing.
+    unlisted: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeCatalog(Arc<RwLock<State>>);
+
+impl RuntimeCatalog {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        // A poisoned lock means a writer panicked between whole-map swaps: still usable.
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `object` if it is a runtime; returns whether it was one.
+    pub fn insert(&self, object: &Value) -> bool {
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let Some(kind) = TrainerKind::lookup(text("/apiVersion"), text("/kind")) else {
+            return false;
+        };
+        let name = text("/metadata/name").to_string();
+        let value = Arc::new(object.clone());
+        let mut state = self.write();
+        match kind {
+            TrainerKind::ClusterTrainingRuntime => {
+                state.cluster.insert(name, value);
+            }
+            TrainerKind::TrainingRuntime => {
+                let ns = text("/metadata/namespace");
+                let ns = if ns.is_empty() { "default" } else { ns };
+                state.namespaced.insert((ns.to_string(), name), value);
+            }
+            TrainerKind::TrainJob => return false,
+        }
+        true
+    }
+
+    /// The runtimes of a snapshot (a complete listing, when it has any) and of `documents`
+    /// (the manifests under review: a runtime given with its TrainJobs).
+    pub fn offline<'a>(
+        snapshot: Option<&crate::cluster::Inventory>,
+        documents: impl IntoIterator<Item = &'a Value>,
+    ) -> RuntimeCatalog {
+        let catalog = RuntimeCatalog::default();
+        if let Some(inventory) = snapshot {
+            if let Some(list) = &inventory.trainer_runtimes {
+                list.iter().for_each(|r| {
+                    catalog.insert(r);
+                });
+                catalog.mark_listed(&inventory.source);
+            }
+        }
+        for document in documents {
+            catalog.insert(document);
+        }
+        catalog
+    }
+
+    /// Says that every runtime of both kinds that exists is in the catalog (a complete
+    /// listing, from `source`): a lookup that finds nothing then means "does not exist".
+    pub fn mark_listed(&self, source: &str) {
+        let mut state = self.write();
+        state.cluster_source = Some(source.to_string());
+        state.namespaced_source = Some(source.to_string());
+    }
+
+    /// Replaces one kind's runtimes with a complete listing (a watch cache's contents).
+    pub fn replace(&self, kind: TrainerKind, objects: Vec<Value>, source: &str) {
+        let mut state = self.write();
+        match kind {
+            TrainerKind::ClusterTrainingRuntime => state.cluster.clear(),
+            TrainerKind::TrainingRuntime => state.namespaced.clear(),
+            TrainerKind::TrainJob => return,
+        }
+        drop(state);
+        for o in &objects {
+            self.insert(o);
+        }
+        let mut state = self.write();
+        match kind {
+            TrainerKind::ClusterTrainingRuntime => state.cluster_source = Some(source.into()),
+            _ => state.namespaced_source = Some(source.into()),
+        }
+    }
+
+    /// Why the catalog may be out of date; `None` once it is current again.
+    pub fn set_stale(&self, reason: Option<String>) {
+        self.write().stale = reason;
+    }
+
+    /// Why no runtime was listed (shown when a lookup finds nothing).
+    pub fn set_unlisted(&self, reason: &str) {
+        self.write().unlisted = Some(reason.to_string());
+    }
+
+    pub fn len(&self) -> usize {
+        let state = self.read();
+        state.cluster.len() + state.namespaced.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `input` with the runtime its TrainJob names looked up (borrowed when it is not a
+    /// TrainJob or already has it).
+    pub fn attach<'a>(&self, input: &'a Input) -> Cow<'a, Input> {
+        if input.runtime.is_some() || input.trainer_kind() != Some(TrainerKind::TrainJob) {
+            return Cow::Borrowed(input);
+        }
+        let mut owned = input.clone();
+        owned.runtime = Some(self.lookup(&RuntimeRef::of(input.subject()), &input.namespace));
+        Cow::Owned(owned)
+    }
+
+    /// The runtime a TrainJob in `namespace` names.
+    pub fn lookup(&self, reference: &RuntimeRef, namespace: &str) -> Lookup {
+        if let Some(reason) = reference.invalid() {
+            return Lookup::Missing(reason);
+        }
+        let state = self.read();
+        let cluster = reference.kind == CLUSTER_TRAINING_RUNTIME;
+        let found = if cluster {
+            state.cluster.get(&reference.name)
+        } else {
+            state
+                .namespaced
+                .get(&(namespace.to_string(), reference.name.clone()))
+        };
+        if let Some(runtime) = found {
+            return Lookup::Found(runtime.clone());
+        }
+        let (source, plural) = if cluster {
+            (&state.cluster_source, "clustertrainingruntimes")
+        } else {
+            (&state.namespaced_source, "trainingruntimes")
+        };
+        let place = if cluster {
+            String::new()
+        } else {
+            format!(" in namespace {namespace}")
+        };
+        let stale = state
+            .stale
+            .as_ref()
+            .map(|s| format!(" (the runtime cache may be out of date: {s})"))
+            .unwrap_or_default();
+        Lookup::Missing(match source {
+            Some(source) => format!(
+                "{} {:?} does not exist{place} (as listed from {source}){stale}: create the runtime before the TrainJob; gangplank judges a TrainJob on the pods its runtime gives it",
+                reference.kind, reference.name
+            ),
+            None => format!(
+                "{} {:?} is not known here: {}",
+                reference.kind,
+                reference.name,
+                state.unlisted.clone().unwrap_or_else(|| format!(
+                    "gangplank judges a TrainJob on the pods its runtime gives it; give the runtime's manifest with the TrainJob, or a --cluster snapshot that lists {plural}"
+                ))
+            ),
+        })
+    }
+}
+
+pub mod watch {
+    //! `serve`: watches of ClusterTrainingRuntimes and TrainingRuntimes keep a
+    //! [`RuntimeCatalog`] current. A failing watch keeps the last listing, marked stale;
+    //! without the Trainer's CRDs lookups say so.
+
+    use futures::StreamExt;
+    use kube::api::{Api, ApiResource, DynamicObject};
+    use kube::runtime::{reflector, watcher, WatchStreamExt};
+
+    use super::RuntimeCatalog;
+    use crate::trainer::{TrainerKind, GROUP, VERSION};
+
+    fn resource(kind: TrainerKind) -> ApiResource {
+        let plural = match kind {
+            TrainerKind::ClusterTrainingRuntime => "clustertrainingruntimes",
+            _ => "trainingruntimes",
+        };
+        ApiResource {
+            group: GROUP.into(),
+            version: VERSION.into(),
+            api_version: format!("{GROUP}/{VERSION}"),
+            kind: kind.as_str().into(),
+            plural: plural.into(),
+        }
+    }
+
+    /// Watches both kinds until the process ends.
+    pub async fn run(client: kube::Client, catalog: RuntimeCatalog) {
+        catalog.set_unlisted("the runtime watch has not listed runtimes yet (just started, no RBAC to list them, or the Trainer's CRDs are not installed); see the server log");
+        let kinds = [
+            TrainerKind::ClusterTrainingRuntime,
+            TrainerKind::TrainingRuntime,
+        ];
+        let watches = kinds.map(|kind| watch_kind(client.clone(), catalog.clone(), kind));
+        futures::future::join_all(watches).await;
+    }
+
+    async fn watch_kind(client: kube::Client, catalog: RuntimeCatalog, kind: TrainerKind) {
+        let ar = resource(kind);
+        let api: Api<DynamicObject> = Api::all_with(client, &ar);
+        let writer = reflector::store::Writer::new(ar.clone());
+        let store = writer.as_reader();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                // Until the first list is complete the store is partial: a lookup then
+                // says the runtimes are not listed yet, never that one does not exist.
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => {
+                    let objects = store
+                        .state()
+                        .iter()
+                        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+                        .collect();
+                    catalog.replace(kind, objects, "the cluster");
+                    catalog.set_stale(None);
+                }
+                Err(e) => {
+                    tracing::warn!(kind = kind.as_str(), error = %e, "runtime watch failed");
+                    catalog.set_stale(Some(format!("the watch of {} is failing: {e}", ar.plural)));
+                }
+            }
+        }
+    }
+}
