@@ -59,7 +59,9 @@ on_native_gang(r) if {
 }
 
 # Kueue admits all pod sets of a workload at once, so a Kueue-queued job is a gang already.
+# Trainer v2 jobs get their gang from the runtime's podGroupPolicy: the trainer_gang policy.
 needs_scheduler if {
+	not input.job.trainer
 	input.job.totalPods > 1
 	not lib.kueue_managed(input.object)
 }

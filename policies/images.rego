@@ -19,6 +19,9 @@ meta := {
 		# Image prefixes ("registry.example.com/dev/") or globs ("*/busybox:*") never
 		# required to be pinned, and never rewritten.
 		"exemptImages": [],
+		# A TrainJob whose runtime still names an image by tag (the runtime was applied
+		# before gangplank, or with resolution off): "deny" or "warn".
+		"runtimeTags": "deny",
 	},
 }
 
@@ -66,9 +69,14 @@ mutation contains {"op": "set", "path": concat("", [c.path, "/image"]), "value":
 	pinned := concat("@", [c.image, digest])
 }
 
+# A container of a TrainJob's pods that the TrainJob cannot set: its image is the runtime's
+# (its path names the runtime, not a field of the object).
+from_runtime(c) if not startswith(c.path, "/")
+
 violation contains {"path": concat("", [c.path, "/image"]), "msg": msg} if {
 	some [r, c, what] in unpinned
 	not contains(c.image, "@")
+	not from_runtime(c)
 	msg := sprintf("image \"%s\" of %s \"%s\" (%s) is not pinned by digest: a tag can be re-pushed, so the job's pods could run different code. Pin it as %s@sha256:<64 hex digits> (the digest `crane digest %s` prints)", [c.image, what, c.name, r.type, c.image, c.image])
 }
 
@@ -76,4 +84,22 @@ violation contains {"path": concat("", [c.path, "/image"]), "msg": msg} if {
 	some [r, c, what] in unpinned
 	contains(c.image, "@")
 	msg := sprintf("image \"%s\" of %s \"%s\" (%s) has a malformed digest: it must end in @sha256: followed by 64 lowercase hex digits, e.g. <image>:<tag>@sha256:<64 hex digits>", [c.image, what, c.name, r.type])
+}
+
+runtime_tag_findings contains {"path": concat("", [c.path, "/image"]), "msg": msg} if {
+	some [r, c, what] in unpinned
+	not contains(c.image, "@")
+	from_runtime(c)
+	rt := input.job.trainer.runtime
+	msg := sprintf("runtime %s %s runs image \"%s\" (%s \"%s\" of %s) by tag, not digest, so this TrainJob's pods could run different code: re-apply the runtime through gangplank's webhook, which pins it (it was applied before gangplank, or with resolution off), or pin it in the runtime by hand", [rt.kind, rt.name, c.image, what, c.name, r.type])
+}
+
+violation contains f if {
+	params.runtimeTags == "deny"
+	some f in runtime_tag_findings
+}
+
+warning contains f if {
+	params.runtimeTags != "deny"
+	some f in runtime_tag_findings
 }

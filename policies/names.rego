@@ -20,7 +20,14 @@ max_len := 63
 
 generated := input.job.nameGenerated
 
-name := input.object.metadata.name if not generated
+# A runtime is no job: its name becomes no pod, Service or PodGroup name (a TrainJob's does,
+# and is checked on the TrainJob), and the Trainer allows any DNS subdomain.
+runtime if input.job.kind in {"TrainingRuntime", "ClusterTrainingRuntime"}
+
+name := input.object.metadata.name if {
+	not generated
+	not runtime
+}
 
 prefix := input.object.metadata.generateName if generated
 

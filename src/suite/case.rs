@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 use crate::cluster::{snapshot, ClusterHandle};
 use crate::policy::ParamsFile;
 use crate::review::{Input, Operation};
+use crate::trainer::RuntimeCatalog;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +36,10 @@ pub struct CaseFile {
     /// The cluster inventory (`data.cluster`) of every case that gives none.
     #[serde(default)]
     pub cluster: Option<Value>,
+    /// Trainer runtimes (files relative to the case file, or inline objects) TrainJobs of
+    /// every case are rendered with; a case's own `runtimes` are added to them.
+    #[serde(default)]
+    pub runtimes: Vec<Value>,
     pub cases: Vec<Case>,
 }
 
@@ -58,6 +63,9 @@ pub struct Case {
     /// `data.cluster`: a snapshot file (relative to the case file) as `kubectl get nodes -o
     /// yaml` prints it, or the Node and Queue objects inline as a list.
     pub cluster: Option<Value>,
+    /// Trainer runtimes, as the file-level `runtimes`.
+    #[serde(default)]
+    pub runtimes: Vec<Value>,
     pub expect: Expect,
 }
 
@@ -184,7 +192,61 @@ fn resolve(spec: &Value, fixtures: &BTreeMap<String, Value>) -> Result<Value, St
     Ok(obj)
 }
 
+/// The runtimes `entries` give (file names relative to `dir`: every runtime in the file;
+/// or inline objects and `{fixture: name}`), as a complete listing: a runtime not among them does not exist.
+/// `None` when there are none.
+pub fn runtime_catalog(
+    entries: &[&Value],
+    dir: &Path,
+    fixtures: &BTreeMap<String, Value>,
+) -> Result<Option<RuntimeCatalog>, String> {
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let catalog = RuntimeCatalog::default();
+    for entry in entries {
+        let objects = match entry {
+            Value::String(file) => documents(&dir.join(file))?,
+            other => vec![resolve(other, fixtures)?],
+        };
+        for object in objects {
+            catalog.insert(&object);
+        }
+    }
+    catalog.mark_listed("the case's runtimes");
+    Ok(Some(catalog))
+}
+
+fn documents(path: &Path) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    crate::review::documents::parse_text(
+        &path.display().to_string(),
+        &text,
+        &Default::default(),
+        &mut out,
+    );
+    out.into_iter()
+        .map(|d| {
+            d.map(|d| d.input.object)
+                .map_err(|e| format!("{}: {}", e.source, e.message))
+        })
+        .collect()
+}
+
+/// `file.yaml` (its first document) or `file.yaml#N` (its N-th, from 1).
 fn first_document(path: &Path) -> Result<Value, String> {
+    let text = path.display().to_string();
+    if let Some((file, n)) = text.rsplit_once('#') {
+        let n: usize = n
+            .parse()
+            .map_err(|_| format!("{text}: #{n} is not a document number"))?;
+        return documents(Path::new(file))?
+            .into_iter()
+            .nth(n.saturating_sub(1))
+            .ok_or_else(|| format!("{file}: has no document {n}"));
+    }
     let mut out = Vec::new();
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;

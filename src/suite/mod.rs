@@ -164,6 +164,11 @@ impl Suite {
             Some(cluster) => Arc::new((*set).clone().with_cluster(cluster)),
             None => set,
         };
+        let runtimes: Vec<&serde_json::Value> = case.runtimes.iter().collect();
+        let set = match case::runtime_catalog(&runtimes, dir, fixtures)? {
+            Some(catalog) => Arc::new((*set).clone().with_runtimes(catalog)),
+            None => set,
+        };
         let input = case.input(fixtures, dir)?;
         let result = crate::review::review(&set, &input);
         let mut mismatches = expect::compare(&case.expect, &result);
@@ -272,6 +277,7 @@ fn case_tests(dir: &Path) -> Result<Vec<TestCase>, String> {
             if case.cluster.is_none() {
                 case.cluster = cf.cluster.clone();
             }
+            case.runtimes = cf.runtimes.iter().cloned().chain(case.runtimes).collect();
             tests.push(TestCase::Case {
                 file: file.clone(),
                 index,
