@@ -37,6 +37,7 @@ use super::verdict;
 use crate::images::{pin, Pinner};
 use crate::policy::{EvalError, PolicySet};
 use crate::review::decide;
+use crate::review::input::Subject;
 use crate::review::Input;
 
 /// Bounds on evaluation.
@@ -159,7 +160,7 @@ async fn handle(
     span.record("object_name", input.name.as_str());
     span.record("operation", input.operation.as_str());
     span.record("dry_run", input.dry_run);
-    let kind = input.kind().map_or(OTHER_KIND, |k| k.kind);
+    let kind = metric_kind(&input);
     let uid = input.uid.clone();
 
     let Some(set) = ctx.policies.current() else {
@@ -173,12 +174,18 @@ async fn handle(
     };
     if let Some(reason) = decide::skip_reason(&set, &input) {
         info!(decision = "skipped", reason = %reason, "admission decision");
-        return (reply(&Verdict::allow(), &uid), kind, Decision::Skipped);
+        let mut verdict = Verdict::allow();
+        if kind == UNKNOWN_TRAINER_VERSION {
+            // Passed, but the user hears that nothing was checked.
+            verdict.warnings.push(format!("[gangplank] {reason}"));
+        }
+        return (reply(&verdict, &uid), kind, Decision::Skipped);
     }
 
+    // A TrainJob is judged on its runtime's pods: looked up once, from the watch cache.
+    let mut input = set.runtimes().attach(&input).into_owned();
     // Digests first: the policies pin what the resolver found (input.images), and failed
     // lookups join the decision as findings of the images policy.
-    let mut input = input;
     let pinning = ctx.images.pin(&set, &mut input).await;
     record_lookups(ctx, &pinning);
     let unresolved = pin::failure_violations(&pinning, &input);
@@ -190,6 +197,23 @@ async fn handle(
         Err((failure, message)) => fail(ctx, &uid, kind, failure, message),
     }
 }
+
+/// The `kind` label of a request's metrics: the training kind, the Trainer kind, a Trainer
+/// kind of an API version gangplank does not know, or `other`.
+fn metric_kind(input: &Input) -> &'static str {
+    let (api_version, kind) = input.type_meta();
+    if crate::trainer::unknown_version(api_version, kind) {
+        return UNKNOWN_TRAINER_VERSION;
+    }
+    match input.subject_kind() {
+        Subject::Kubeflow(spec) => spec.kind,
+        Subject::Trainer(kind) => kind.as_str(),
+        Subject::Other => OTHER_KIND,
+    }
+}
+
+/// Metrics' `kind` of a Trainer object in an API version gangplank does not know (passed).
+const UNKNOWN_TRAINER_VERSION: &str = "trainer-unknown-version";
 
 /// Counts each image looked up by outcome, and logs the ones left unresolved.
 fn record_lookups(ctx: &Context, pinning: &crate::images::Pinning) {

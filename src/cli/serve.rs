@@ -15,6 +15,7 @@ use crate::admission::handler::Limits;
 use crate::admission::server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS};
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
 use crate::cluster::ClusterHandle;
+use crate::trainer::RuntimeCatalog;
 use crate::images::{Keychain, Pinner};
 
 /// The webhook's `timeoutSeconds` in deploy/: evaluation must give up before it.
@@ -142,6 +143,7 @@ impl ServeArgs {
             }
         };
         info!(dir = %policies.display(), policies = store.status().policies, "policies loaded");
+        start_runtime_watch(store.runtimes().clone()).await;
 
         let cert = match (tls_cert, tls_key) {
             (Some(cert), Some(key)) => match ServingCert::from_files(CertFiles { cert, key }) {
@@ -252,19 +254,38 @@ async fn image_pinner(credentials: Option<&std::path::Path>) -> Result<Pinner, S
 /// Starts watching the cluster's Nodes and Queues into `cluster`, if an API configuration
 /// exists; without one (a laptop, CI) the policies just see no `data.cluster`.
 async fn start_inventory(cluster: ClusterHandle) {
-    let client = match kube::Config::infer().await.map(kube::Client::try_from) {
-        Ok(Ok(client)) => client,
-        Ok(Err(e)) => {
-            warn!(error = %error_chain(&e), "no cluster inventory: cannot build a client");
-            return;
-        }
-        Err(e) => {
-            info!(reason = %error_chain(&e), "no cluster inventory: no in-cluster or KUBECONFIG configuration");
-            return;
-        }
+    let Some(client) = api_client("no cluster inventory").await else {
+        return;
     };
     tokio::spawn(crate::cluster::watch::run(client, cluster));
     info!("watching Nodes and Volcano Queues for data.cluster");
+}
+
+/// Starts watching Trainer runtimes into `runtimes`, if an API configuration exists;
+/// without one every TrainJob is refused, saying no runtime is known.
+async fn start_runtime_watch(runtimes: RuntimeCatalog) {
+    let Some(client) = api_client("no Trainer runtimes").await else {
+        runtimes.set_unlisted("gangplank serve has no API configuration (in-cluster or KUBECONFIG), so it cannot read runtimes");
+        return;
+    };
+    tokio::spawn(crate::trainer::catalog::watch::run(client, runtimes));
+    info!("watching ClusterTrainingRuntimes and TrainingRuntimes for TrainJob admission");
+}
+
+/// A client from the in-cluster or KUBECONFIG configuration; `None`, logged with `what`
+/// goes without, when there is none.
+async fn api_client(what: &str) -> Option<kube::Client> {
+    match kube::Config::infer().await.map(kube::Client::try_from) {
+        Ok(Ok(client)) => Some(client),
+        Ok(Err(e)) => {
+            warn!(error = %error_chain(&e), "{what}: cannot build a client");
+            None
+        }
+        Err(e) => {
+            info!(reason = %error_chain(&e), "{what}: no in-cluster or KUBECONFIG configuration");
+            None
+        }
+    }
 }
 
 /// A self-signed pair for a local run; its CA goes where a client can pick it up.

@@ -204,6 +204,51 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         "{with_controller:#?}"
     );
 
+    // The Trainer variant: TrainJobs and both runtime kinds on both webhooks (the
+    // cluster-scoped ClusterTrainingRuntime in a rule of its own scope), a token, and
+    // list/watch of the runtimes only.
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}]\n",
+            deploy.display(),
+            deploy.join("trainer").display()
+        ),
+    )
+    .expect("write overlay");
+    let with_trainer = kustomize(overlay.path()).expect("kubectl is installed");
+    let pod = &find(&with_trainer, "Deployment", "gangplank-webhook")["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let rules = &find(&with_trainer, kind, "gangplank")["webhooks"][0]["rules"];
+        let base = &find(&plain, kind, "gangplank")["webhooks"][0]["rules"];
+        let added: Vec<&Value> = rules
+            .as_array()
+            .expect("rules")
+            .iter()
+            .skip(base.as_array().map_or(0, Vec::len))
+            .collect();
+        assert_eq!(
+            added,
+            [
+                &serde_json::json!({"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["trainjobs", "trainingruntimes"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}),
+                &serde_json::json!({"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["clustertrainingruntimes"], "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}),
+            ],
+            "{kind}"
+        );
+    }
+    let role = find(&with_trainer, "ClusterRole", "gangplank-webhook-trainer");
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes", "trainingruntimes"], "verbs": ["list", "watch"]}])
+    );
+    let binding = find(&with_trainer, "ClusterRoleBinding", "gangplank-webhook-trainer");
+    assert_eq!(binding["subjects"][0]["name"], "gangplank-webhook");
+    assert_eq!(binding["subjects"][0]["namespace"], NAMESPACE);
+
     let certificate = find(&with_cert_manager, "Certificate", "gangplank-webhook");
     assert_eq!(certificate["metadata"]["namespace"], NAMESPACE);
     assert_eq!(
