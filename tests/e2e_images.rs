@@ -41,25 +41,7 @@ fn kubectl_apply(
     namespace: &str,
     job: &Value,
 ) -> Result<String, String> {
-    let file = control_plane.file(&format!(
-        "{namespace}-{}.json",
-        job["metadata"]["name"].as_str().unwrap_or("job")
-    ));
-    std::fs::write(&file, job.to_string()).expect("write manifest");
-    let output = std::process::Command::new(control_plane.assets.kubectl())
-        .arg("--kubeconfig")
-        .arg(&control_plane.kubeconfig)
-        .args(["apply", "-n", namespace, "-f"])
-        .arg(&file)
-        .output()
-        .expect("run kubectl");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    if output.status.success() {
-        Ok(stdout)
-    } else {
-        Err(stderr)
-    }
+    control_plane.kubectl_apply(Some(namespace), job, &[])
 }
 
 async fn stored_images(client: &kube::Client, namespace: &str, name: &str) -> Vec<String> {

@@ -151,6 +151,61 @@ pub async fn jobs(
             }),
         }
     }
+    out.extend(trainer_objects(client, namespace, audit).await);
+    out
+}
+
+/// Kubeflow Trainer v2's runtimes and TrainJobs (the runtimes first: TrainJobs are judged
+/// on them), when the Trainer's CRDs are installed.
+async fn trainer_objects(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    audit: &mut Audit,
+) -> Vec<(Value, String)> {
+    use crate::trainer::{TrainerKind, GROUP, VERSION};
+    let mut out = Vec::new();
+    for (kind, plural) in [
+        (
+            TrainerKind::ClusterTrainingRuntime,
+            "clustertrainingruntimes",
+        ),
+        (TrainerKind::TrainingRuntime, "trainingruntimes"),
+        (TrainerKind::TrainJob, "trainjobs"),
+    ] {
+        let resource = ApiResource {
+            group: GROUP.into(),
+            version: VERSION.into(),
+            api_version: format!("{GROUP}/{VERSION}"),
+            kind: kind.as_str().into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) if kind != TrainerKind::ClusterTrainingRuntime => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        let what = format!("{plural}.{GROUP}/{VERSION}");
+        match list_all(&api).await {
+            Ok(items) => out.extend(items.into_iter().filter_map(|mut item| {
+                item.types = Some(kube::api::TypeMeta {
+                    api_version: resource.api_version.clone(),
+                    kind: resource.kind.clone(),
+                });
+                Some((serde_json::to_value(item).ok()?, format!("cluster: {what}")))
+            })),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                audit.notes.push(format!(
+                    "{} {GROUP}/{VERSION}: CRD not installed; skipped",
+                    kind.as_str()
+                ));
+            }
+            Err(e) => audit.unreadable.push(DocumentError {
+                source: format!("cluster: {what}"),
+                message: format!("cannot list: {}", crate::error_chain(&e)),
+            }),
+        }
+    }
     out
 }
 

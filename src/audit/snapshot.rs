@@ -9,13 +9,21 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{judge, Audit};
+use crate::cluster::Inventory;
 use crate::policy::PolicySet;
 use crate::review::documents::ReadOptions;
 use crate::review::{read_documents, DocumentError};
+use crate::trainer::RuntimeCatalog;
 
 /// Judges every training job under `path` (in `namespace` only, when given). Objects of
 /// other kinds are counted as ignored; unreadable documents are kept with their location.
-pub fn read(set: &PolicySet, path: &Path, namespace: Option<&str>) -> Audit {
+/// TrainJobs are judged on the runtimes among the documents and in `inventory`.
+pub fn read(
+    set: &PolicySet,
+    path: &Path,
+    namespace: Option<&str>,
+    inventory: Option<&Inventory>,
+) -> Audit {
     let mut audit = Audit {
         source: path.display().to_string(),
         ..Audit::default()
@@ -28,6 +36,10 @@ pub fn read(set: &PolicySet, path: &Path, namespace: Option<&str>) -> Audit {
             message: "no YAML or JSON objects found".into(),
         });
     }
+    let set = &set.clone().with_runtimes(RuntimeCatalog::offline(
+        inventory,
+        documents.iter().flatten().map(|d| &d.input.object),
+    ));
     for document in documents {
         let document = match document {
             Ok(document) => document,
@@ -36,7 +48,7 @@ pub fn read(set: &PolicySet, path: &Path, namespace: Option<&str>) -> Audit {
                 continue;
             }
         };
-        if document.input.kind().is_none() {
+        if !document.input.is_job() {
             audit.ignored += 1;
             continue;
         }

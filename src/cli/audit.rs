@@ -11,6 +11,7 @@ use super::report::error_chain;
 use crate::audit::{self, live, report, Audit};
 use crate::cluster::{ClusterHandle, Inventory};
 use crate::policy::PolicySet;
+use crate::trainer::RuntimeCatalog;
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
@@ -104,8 +105,8 @@ fn snapshot_audit(
     path: &std::path::Path,
     namespace: Option<&str>,
 ) -> (Audit, PolicySet) {
-    let (set, inventory_source) = with_inventory(set, inventory);
-    let mut audit = audit::snapshot::read(&set, path, namespace);
+    let (set, inventory_source) = with_inventory(set, inventory.clone());
+    let mut audit = audit::snapshot::read(&set, path, namespace, inventory.as_ref());
     audit.inventory = inventory_source;
     (audit, set)
 }
@@ -154,6 +155,14 @@ fn live_audit(
         let (set, inventory_source) = with_inventory(set, inventory);
         audit.inventory = inventory_source;
         let jobs = live::jobs(&client, namespace, &mut audit).await;
+        // TrainJobs are judged on the runtimes stored now (not the snapshot the Trainer took
+        // when it started them): a runtime edited since shows in its TrainJobs' verdicts.
+        let runtimes = RuntimeCatalog::default();
+        jobs.iter().for_each(|(object, _)| {
+            runtimes.insert(object);
+        });
+        runtimes.mark_listed("the cluster");
+        let set = set.with_runtimes(runtimes);
         let mut seen = std::collections::HashSet::new();
         for (object, source) in jobs {
             // A CRD serving two versions (MPIJob v1 and v2beta1) lists each job under both.

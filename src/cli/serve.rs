@@ -15,8 +15,8 @@ use crate::admission::handler::Limits;
 use crate::admission::server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS};
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
 use crate::cluster::ClusterHandle;
-use crate::trainer::RuntimeCatalog;
 use crate::images::{Keychain, Pinner};
+use crate::trainer::RuntimeCatalog;
 
 /// The webhook's `timeoutSeconds` in deploy/: evaluation must give up before it.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);

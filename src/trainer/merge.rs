@@ -122,6 +122,7 @@ fn strip(m: &Map<String, Value>) -> Map<String, Value> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)] // fixed test documents
 mod tests {
     use super::strategic_merge;
     use serde_json::json;

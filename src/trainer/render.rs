@@ -448,7 +448,9 @@ fn upsert_env(container: &mut Map<String, Value>, env: &Value) {
         .unwrap_or_else(|| json!([]));
     let mut holder = json!({ "env": existing });
     strategic_merge(&mut holder, &json!({ "env": env }));
-    container.insert("env".into(), holder["env"].take());
+    if let Some(env) = holder.get_mut("env") {
+        container.insert("env".into(), env.take());
+    }
 }
 
 fn container_mut<'a>(

@@ -245,7 +245,11 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         role["rules"],
         serde_json::json!([{"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes", "trainingruntimes"], "verbs": ["list", "watch"]}])
     );
-    let binding = find(&with_trainer, "ClusterRoleBinding", "gangplank-webhook-trainer");
+    let binding = find(
+        &with_trainer,
+        "ClusterRoleBinding",
+        "gangplank-webhook-trainer",
+    );
     assert_eq!(binding["subjects"][0]["name"], "gangplank-webhook");
     assert_eq!(binding["subjects"][0]["namespace"], NAMESPACE);
 

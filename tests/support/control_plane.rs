@@ -40,6 +40,10 @@ pub enum Crds {
     /// gangplank's own CRDs as `kubectl apply -f crds/` installs them (crds/, generated from
     /// src/crd/: the five v1 kinds and MPIJob v2beta1), with the PodGroup CRDs.
     Gangplank,
+    /// `TrainingV1` and Kubeflow Trainer v2's TrainJob, TrainingRuntime and
+    /// ClusterTrainingRuntime: v2.3.0's CRDs from the corpus when it is there, else the
+    /// project's stand-ins in `tests/data/crds/` (schema-less, so admission is what is tested).
+    Trainer,
 }
 
 impl Crds {
@@ -52,7 +56,7 @@ impl Crds {
         let ours = super::repo().join("crds");
         let (dir, mpi, third_party) = if upstream.is_dir() {
             let mpi = match self {
-                Crds::TrainingV1 => upstream.join("kubeflow.org_mpijobs.yaml"),
+                Crds::TrainingV1 | Crds::Trainer => upstream.join("kubeflow.org_mpijobs.yaml"),
                 Crds::MpiV2beta1 => upstream.join("kubeflow.org_mpijobs.v2beta1.yaml"),
                 Crds::Gangplank => ours.join("kubeflow.org_mpijobs.v2beta1.yaml"),
             };
@@ -64,7 +68,9 @@ impl Crds {
             (dir.clone(), mpi, upstream.clone())
         } else {
             let mpi = match self {
-                Crds::TrainingV1 => ours.join("mpijob-v1/kubeflow.org_mpijobs.yaml"),
+                Crds::TrainingV1 | Crds::Trainer => {
+                    ours.join("mpijob-v1/kubeflow.org_mpijobs.yaml")
+                }
                 Crds::MpiV2beta1 | Crds::Gangplank => {
                     ours.join("kubeflow.org_mpijobs.v2beta1.yaml")
                 }
@@ -87,8 +93,25 @@ impl Crds {
         ] {
             files.push(third_party.join(f));
         }
+        if self == Crds::Trainer {
+            files.extend(trainer_crds());
+        }
         files
     }
+}
+
+/// The Trainer's three CRDs: v2.3.0's from the corpus, or the project's stand-ins.
+fn trainer_crds() -> Vec<PathBuf> {
+    let upstream = super::corpus().join("trainer-v2.3.0/crds");
+    let dir = if upstream.is_dir() {
+        upstream
+    } else {
+        super::repo().join("tests/data/crds")
+    };
+    ["trainjobs", "trainingruntimes", "clustertrainingruntimes"]
+        .iter()
+        .map(|plural| dir.join(format!("trainer.kubeflow.org_{plural}.yaml")))
+        .collect()
 }
 
 /// What runs beside etcd and kube-apiserver.
@@ -251,6 +274,44 @@ impl ControlPlane {
             .find(|p| p.name == name)
             .map(|p| p.tail(lines))
             .unwrap_or_default()
+    }
+
+    /// `kubectl apply -f` of `object` (in `namespace`, when given) with `extra` flags, as a
+    /// user runs it: Ok(stdout) or Err(stderr).
+    pub fn kubectl_apply(
+        &self,
+        namespace: Option<&str>,
+        object: &Value,
+        extra: &[&str],
+    ) -> Result<String, String> {
+        let name = object["metadata"]["name"].as_str().unwrap_or("object");
+        let kind = object["kind"].as_str().unwrap_or("object");
+        let file = self.file(&format!(
+            "apply-{}-{kind}-{name}.json",
+            namespace.unwrap_or("cluster")
+        ));
+        std::fs::write(&file, object.to_string()).expect("write manifest");
+        let mut command = std::process::Command::new(self.assets.kubectl());
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("apply");
+        if let Some(ns) = namespace {
+            command.args(["-n", ns]);
+        }
+        let output = command
+            .args(extra)
+            .arg("-f")
+            .arg(&file)
+            .output()
+            .expect("run kubectl");
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        if output.status.success() {
+            Ok(stdout)
+        } else {
+            Err(stderr)
+        }
     }
 
     /// A path in the control plane's temp dir.

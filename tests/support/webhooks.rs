@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::control_plane::{free_ports, gangplank_certs, FIELD_MANAGER};
 use super::process::Process;
-use super::{jobs, ControlPlane};
+use super::{jobs, ControlPlane, Crds};
 
 pub struct Webhooks {
     /// `https://127.0.0.1:PORT` of `gangplank serve`.
@@ -191,11 +191,25 @@ fn serve_args(port: u16, tls: &Path, policies: &Path) -> Vec<String> {
     ]
 }
 
-/// The webhook configurations of `kubectl kustomize deploy/`.
+/// The webhook configurations of `kubectl kustomize deploy/`; on a control plane with the
+/// Trainer's CRDs, with the `deploy/trainer` component, as its kustomization tells users.
 fn render_deploy(control_plane: &ControlPlane) -> Vec<Value> {
+    let dir = if control_plane.crds == Crds::Trainer {
+        // kustomize takes relative paths only: an overlay at a fixed depth in the repo.
+        let overlay = super::repo().join("target/test-overlays/trainer");
+        std::fs::create_dir_all(&overlay).expect("create overlay dir");
+        std::fs::write(
+            overlay.join("kustomization.yaml"),
+            "resources: [../../../deploy]\ncomponents: [../../../deploy/trainer]\n",
+        )
+        .expect("write overlay");
+        overlay
+    } else {
+        super::repo().join("deploy")
+    };
     let output = std::process::Command::new(control_plane.assets.kubectl())
         .arg("kustomize")
-        .arg(super::repo().join("deploy"))
+        .arg(dir)
         .output()
         .expect("run kubectl kustomize");
     let stderr = String::from_utf8_lossy(&output.stderr);
