@@ -57,7 +57,7 @@ violation contains {"path": t.podGroupPolicyPath, "msg": msg} if {
 warning contains {"path": "/spec/podGroupPolicy", "msg": msg} if {
 	runtime
 	no_gang
-	msg := sprintf("this runtime has no podGroupPolicy: gangplank refuses its TrainJobs with numNodes > 1 (they could deadlock half placed) unless Kueue queues them. Add podGroupPolicy (volcano: {} or coscheduling: {}) for multi-node training", [])
+	msg := "no podGroupPolicy: TrainJobs with numNodes > 1 on this runtime are refused (they could deadlock half placed) unless Kueue queues them; add podGroupPolicy (volcano: {} or coscheduling: {})"
 }
 
 # The first job that waits on another, with the pods created before it.

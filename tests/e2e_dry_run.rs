@@ -92,6 +92,13 @@ fn manifests() -> Vec<(String, PathBuf)> {
         ));
     }
     yaml_files(&support::repo().join("examples"), "examples", &mut found);
+    // Trainer v2 runtimes and TrainJobs: this control plane has no Trainer CRDs, and a
+    // TrainJob is judged on a runtime the webhook must have seen stored, which a dry run of
+    // the runtime never does. tests/e2e_trainer.rs applies them through a real apiserver.
+    found.retain(|(_, path)| {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        !text.contains("apiVersion: trainer.kubeflow.org/")
+    });
     found.sort();
     found
 }

@@ -175,10 +175,12 @@ async fn handle(
     if let Some(reason) = decide::skip_reason(&set, &input) {
         info!(decision = "skipped", reason = %reason, "admission decision");
         let mut verdict = Verdict::allow();
-        if kind == UNKNOWN_TRAINER_VERSION {
-            // Passed, but the user hears that nothing was checked.
-            verdict.warnings.push(format!("[gangplank] {reason}"));
-        }
+        // Passed, but for a kind gangplank would check the user hears nothing was.
+        let warnings: Vec<String> = decide::skip_warning(&input, &reason)
+            .map(|w| w.render())
+            .into_iter()
+            .collect();
+        verdict.warnings = crate::admission::verdict::bound_warnings(&warnings);
         return (reply(&verdict, &uid), kind, Decision::Skipped);
     }
 

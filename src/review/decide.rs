@@ -30,8 +30,8 @@ pub struct Decision {
 impl Decision {
     fn skip(input: &Input, reason: String) -> Decision {
         Decision {
+            violations: skip_warning(input, &reason).into_iter().collect(),
             skipped: Some(reason),
-            violations: Vec::new(),
             applied: Vec::new(),
             patch: json_patch::Patch(Vec::new()),
             mutated: input.object.clone(),
@@ -74,6 +74,18 @@ impl Decision {
     }
 }
 
+/// A request passed unchecked that the user must hear about: a Trainer object of an API
+/// version gangplank does not know (a warning saying so, never a refusal).
+pub fn skip_warning(input: &Input, reason: &str) -> Option<Violation> {
+    let (api_version, kind) = input.type_meta();
+    crate::trainer::unknown_version(api_version, kind).then(|| Violation {
+        policy: "gangplank".into(),
+        action: Action::Warn,
+        path: String::new(),
+        msg: reason.to_string(),
+    })
+}
+
 /// Why policies do not look at this request, if they don't.
 pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
     if matches!(input.operation, Operation::Delete | Operation::Connect) {
@@ -98,8 +110,7 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
         let (api_version, kind) = input.type_meta();
         if crate::trainer::unknown_version(api_version, kind) {
             return Some(format!(
-                "{api_version} {kind} is an API version gangplank does not know (it understands {}/{}, Trainer v2.2 and v2.3); allowed unchecked",
-                crate::trainer::GROUP,
+                "{api_version} {kind} is an API version gangplank does not know (it knows {}, Trainer v2.2 and v2.3); allowed unchecked",
                 crate::trainer::VERSION
             ));
         }

@@ -106,12 +106,24 @@ const VERDICTS: &[(&str, &str, &[&str])] = &[
         &["gang_scheduling"],
     ),
     ("rejected/long-name.yaml#1", "DENIED", &["names"]),
+    (
+        "rejected/trainjob-no-gang.yaml#1",
+        "ALLOWED",
+        &["trainer_gang"],
+    ),
+    (
+        "rejected/trainjob-no-gang.yaml#2",
+        "DENIED",
+        &["trainer_gang"],
+    ),
     ("rejected/two-masters.yaml#1", "DENIED", &["coordinator"]),
     ("rejected/unpinned-image.yaml#1", "DENIED", &["images"]),
     ("rejected/zero-workers.yaml#1", "DENIED", &["coordinator"]),
     ("sweep-multi-document.yaml#1", "ALLOWED", &[]),
     ("sweep-multi-document.yaml#2", "ALLOWED", &[]),
     ("tfjob-parameter-server.yaml#1", "ALLOWED", &[]),
+    ("trainjob-volcano.yaml#1", "ALLOWED", &[]),
+    ("trainjob-volcano.yaml#2", "ALLOWED", &[]),
     ("xgboostjob.yaml#1", "ALLOWED", &[]),
 ];
 
