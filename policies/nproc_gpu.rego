@@ -22,13 +22,18 @@ meta := {
 # The process count torchrun gets and where it is written: spec.nprocPerNode, else the
 # deprecated elasticPolicy.nProcPerNode (upstream copies neither into the other when both
 # are set; pytorch_nproc refuses that).
-nproc := {"value": v, "path": "/spec/nprocPerNode"} if {
+nproc := {"value": v, "path": "/spec/nprocPerNode", "name": "nprocPerNode"} if {
 	input.job.kind == "PyTorchJob"
 	v := input.object.spec.nprocPerNode
 	v != null
-} else := {"value": v, "path": "/spec/elasticPolicy/nProcPerNode"} if {
+} else := {"value": v, "path": "/spec/elasticPolicy/nProcPerNode", "name": "nprocPerNode"} if {
 	input.job.kind == "PyTorchJob"
 	v := input.object.spec.elasticPolicy.nProcPerNode
+	v != null
+} else := {"value": v, "path": "/spec/trainer/numProcPerNode", "name": "trainer.numProcPerNode"} if {
+	# A TrainJob (Trainer v2.2+): PET_NPROC_PER_NODE for torchrun, the slots per node for MPI.
+	input.job.kind == "TrainJob"
+	v := input.object.spec.trainer.numProcPerNode
 	v != null
 }
 
@@ -40,10 +45,23 @@ violation contains {"path": nproc.path, "msg": msg} if {
 	devices := r.gpusPerPod + r.migSlicesPerPod
 	devices > 0
 	devices != n
-	msg := sprintf("nprocPerNode is %s but each %s pod has %s: %s. Set nprocPerNode to \"%v\" (or \"auto\", one process per GPU)", [lib.shown(nproc.value), r.type, plural(devices, "GPU"), effect(n, devices), devices])
+	r.role != "initializer"
+	msg := sprintf("%s is %s but each %s pod has %s: %s. Set %s to %s", [nproc.name, lib.shown(nproc.value), r.type, plural(devices, "GPU"), effect(n, devices), nproc.name, suggestion(devices)])
 }
 
+# TrainJob's numProcPerNode is an integer (v2.2+); the v1 field is a string that also takes
+# "auto".
+suggestion(devices) := sprintf("%v", [devices]) if input.job.kind == "TrainJob"
+
+else := sprintf("\"%v\" (or \"auto\", one process per GPU)", [devices])
+
 effect(n, devices) := sprintf("torchrun starts %s and %s idle", [plural(n, "process"), idle(devices - n)]) if n < devices
+
+# TrainJob's numProcPerNode is an integer (v2.2+); the v1 field is a string that also takes
+# "auto".
+suggestion(devices) := sprintf("%v", [devices]) if input.job.kind == "TrainJob"
+
+else := sprintf("\"%v\" (or \"auto\", one process per GPU)", [devices])
 
 effect(n, devices) := sprintf("torchrun starts %s on %s, so ranks share a GPU and NCCL fails with \"Duplicate GPU detected\"", [plural(n, "process"), plural(devices, "GPU")]) if n > devices
 

@@ -277,6 +277,11 @@ pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
         ..
     } = mutation;
     violations.extend(failed);
+    if input.trainer_kind() == Some(crate::trainer::TrainerKind::TrainJob) {
+        violations
+            .iter_mut()
+            .for_each(|v| v.path = crate::trainer::trainjob_field(&v.path));
+    }
     super::existing::excuse_existing(set, input, &mutated, &mut violations)?;
     crate::policy::eval::sort_violations(&mut violations);
     Ok(Decision {

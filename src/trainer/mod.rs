@@ -127,3 +127,15 @@ pub fn admits_intent(kind: TrainerKind, path: &str) -> bool {
         }
     }
 }
+
+/// The TrainJob field a path of its view names: container `node`'s resources are set by
+/// `spec.trainer.resourcesPerNode` (the view gives the container the path `/spec/trainer`, so
+/// that its image and env are the TrainJob's own fields).
+pub fn trainjob_field(path: &str) -> String {
+    match path.strip_prefix("/spec/trainer/resources") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            format!("/spec/trainer/resourcesPerNode{rest}")
+        }
+        _ => path.to_string(),
+    }
+}
