@@ -81,7 +81,15 @@ fn main() {
 
 fn crds(corpus: &Path) -> &'static Crds {
     static CRDS: OnceLock<Crds> = OnceLock::new();
-    CRDS.get_or_init(|| schemas::load_dir(&corpus.join("upstream-crds")))
+    CRDS.get_or_init(|| {
+        let mut crds = schemas::load_dir(&corpus.join("upstream-crds"));
+        // Kubeflow Trainer v2.3.0's, for the TrainJob and runtime examples.
+        let trainer = corpus.join("trainer-v2.3.0/crds");
+        if trainer.is_dir() {
+            crds.extend(schemas::load_dir(&trainer));
+        }
+        crds
+    })
 }
 
 /// One training object after review.
