@@ -550,3 +550,67 @@ fn a_missing_snapshot_path_is_unreadable() {
         run.output()
     );
 }
+
+/// Kubeflow Trainer v2 in a snapshot (`kubectl get clustertrainingruntimes,trainjobs -A -o
+/// yaml`): a runtime applied before gangplank still names its image by tag, so the audit
+/// lists it, and the stored TrainJob on it fails today, naming the runtime and the image.
+#[test]
+fn trainer_runtimes_with_tags_and_the_trainjobs_on_them_are_listed() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let runtime = json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "torch-volcano", "uid": "rt-1"},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "podGroupPolicy": {"volcano": {}},
+            "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {"template": {"spec": {"containers": [
+                    {"name": "node", "image": IMAGE},
+                    {"name": "log-shipper", "image": "registry.example.com/tools/fluent-bit:3.1"},
+                ]}}},
+            }}]}},
+        },
+    });
+    let trainjob = json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "llm", "namespace": "nlp", "uid": "tj-1"},
+        "spec": {"runtimeRef": {"name": "torch-volcano"}, "trainer": {"numNodes": 4}},
+    });
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [runtime, trainjob]});
+    write(dir.path(), "trainer.yaml", &yaml(&list));
+    let run = audit(&[arg(dir.path()), "-o", "json"], None);
+    assert_eq!(run.code, 1, "{}", run.output());
+    let report = json_of(&run);
+    let jobs = report["jobs"].as_array().expect("jobs");
+    let find = |kind: &str| {
+        jobs.iter()
+            .find(|j| j["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {report:#}"))
+    };
+    let messages = |job: &Value| -> Vec<String> {
+        job["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                format!(
+                    "[{}] {}: {}",
+                    v["policy"].as_str().unwrap_or(""),
+                    v["path"].as_str().unwrap_or(""),
+                    v["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    let runtime_findings = messages(find("ClusterTrainingRuntime"));
+    assert!(
+        runtime_findings.iter().any(|m| m.starts_with("[images] /spec/template/spec/replicatedJobs/0/template/spec/template/spec/containers/1/image")),
+        "{runtime_findings:#?}"
+    );
+    let trainjob_findings = messages(find("TrainJob"));
+    assert!(
+        trainjob_findings.iter().any(|m| m.contains("runtime ClusterTrainingRuntime torch-volcano runs image \"registry.example.com/tools/fluent-bit:3.1\"")),
+        "{trainjob_findings:#?}"
+    );
+}

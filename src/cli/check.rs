@@ -56,6 +56,9 @@ pub struct CheckArgs {
     /// A cluster inventory for the policies that check jobs against the cluster
     /// (`data.cluster`): `kubectl get nodes -o yaml` output, Volcano Queues optionally in
     /// the same list (`kubectl get nodes,queues -o yaml`). Without it those policies are silent.
+    /// Kubeflow Trainer runtimes in it (`kubectl get nodes,clustertrainingruntimes,
+    /// trainingruntimes -A -o yaml`) are the runtimes TrainJobs are rendered with, besides
+    /// those given as manifests.
     #[arg(long, alias = "cluster-snapshot", env = "GANGPLANK_CLUSTER_SNAPSHOT")]
     pub cluster: Option<PathBuf>,
 }

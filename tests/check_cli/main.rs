@@ -15,5 +15,6 @@ mod formats;
 mod limits;
 mod malformed_jobs;
 mod support;
+mod trainer;
 mod unreadable;
 mod updates;
