@@ -20,6 +20,11 @@ meta := {
 	"params": {
 		# Schedulers that form gangs without a Trainer PodGroup (KAI builds its own groups).
 		"gangSchedulers": ["kai-scheduler"],
+		# "runtime": a multi-node TrainJob needs its runtime's podGroupPolicy. "kubernetes":
+		# where the runtime has none, gangplank gives the TrainJob Kubernetes' native gang
+		# (1.36 scheduling.k8s.io/v1alpha2 PodGroup made by `gangplank controller --trainjobs`,
+		# pods joined to it by the webhook; README "Kubeflow Trainer v2").
+		"gang": "runtime",
 	},
 }
 
@@ -51,12 +56,14 @@ violation contains {"path": t.podGroupPolicyPath, "msg": msg} if {
 	t.runtime.found
 	trainer_pods > 1
 	no_gang
+	not native
 	msg := sprintf("%s %s has no podGroupPolicy, so the Trainer makes no PodGroup for this %v-pod TrainJob: its pods are placed one by one, and when only some fit they hold their GPUs while the rest wait forever. Run on a runtime with podGroupPolicy (volcano: {} or coscheduling: {}), or queue the TrainJob with Kueue (label kueue.x-k8s.io/queue-name)", [t.runtime.kind, t.runtime.name, trainer_pods])
 }
 
 warning contains {"path": "/spec/podGroupPolicy", "msg": msg} if {
 	runtime
 	no_gang
+	not native
 	msg := "no podGroupPolicy: TrainJobs with numNodes > 1 on this runtime are refused (they could deadlock half placed) unless Kueue queues them; add podGroupPolicy (volcano: {} or coscheduling: {})"
 }
 
@@ -69,4 +76,65 @@ violation contains {"path": concat("", [r.path, "/dependsOn"]), "msg": msg} if {
 	dep := r.step.dependsOn[0]
 	members := concat(" + ", [sprintf("%s %v", [x.key, x.replicas]) | some x in input.job.replicas])
 	msg := sprintf("podGroupPolicy %s makes the Trainer ask its PodGroup for minMember %v (%s), but %s dependsOn %s (%s) and is created only after it: until then %v pods exist, so the gang never forms and the TrainJob waits forever. Remove podGroupPolicy from %s %s, or the dependsOn", [t.podGroupPolicy, t.minMember, members, r.key, object.get(dep, "name", "?"), object.get(dep, "status", "?"), t.firstWave, t.runtime.kind, t.runtime.name])
+}
+
+# --- gang: kubernetes. The native gang holds the replicatedJobs that start together: not the
+# initializers, and not a job that waits for another gang member (the MPI launcher waits for
+# the nodes to be Ready: in the gang it would hold them back forever, as above).
+native if params.gang == "kubernetes"
+
+MIN_COUNT := "gangplank.dev/native-gang-min-count"
+
+POD_GROUP_LABEL := "gangplank.dev/pod-group"
+
+PATCH_MANAGER := "gangplank.dev/native-gang"
+
+in_native_gang(r) if {
+	r.role != "initializer"
+	every d in r.step.dependsOn {
+		some x in input.job.replicas
+		x.key == d.name
+		x.role == "initializer"
+	}
+}
+
+native_members := [r | some r in input.job.replicas; in_native_gang(r)]
+
+native_min := sum([r.replicas | some r in native_members])
+
+gives_native if {
+	trainjob
+	native
+	t.runtime.found
+	no_gang
+	native_min > 1
+	not input.job.nameGenerated
+}
+
+# Derived: it follows numNodes (immutable in the Trainer, but a recreated job may change it).
+mutation contains {"op": "default", "path": lib.ptrs("/metadata", ["annotations", MIN_COUNT]), "value": sprintf("%v", [native_min]), "derived": true} if {
+	gives_native
+	lib.writable_object_field(input.object.metadata, "annotations")
+}
+
+has_patch_entry if {
+	some p in object.get(input.object.spec, "runtimePatches", [])
+	p.manager == PATCH_MANAGER
+}
+
+# gangplank's own entry (the Trainer merges each entry into the JobSet, and JobSet copies the
+# pod template labels onto the pods); written once: the Trainer stamps a time into entries.
+mutation contains {"op": "merge", "path": "/spec/runtimePatches", "value": [entry]} if {
+	gives_native
+	not has_patch_entry
+	jobs := [{"name": r.key, "template": {"spec": {"template": {"metadata": {"labels": {POD_GROUP_LABEL: input.job.name}}}}}} |
+		some r in native_members
+	]
+	entry := {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}}}
+}
+
+violation contains {"path": t.podGroupPolicyPath, "msg": msg} if {
+	gives_native
+	data.cluster.native_gang_api == false
+	msg := sprintf("%s %s has no podGroupPolicy and trainer_gang gives such TrainJobs Kubernetes' native gang, but the cluster does not serve scheduling.k8s.io/v1alpha2 podgroups, so the %v pods would never start: the cluster admin enables the API (kube-apiserver --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true, kube-scheduler --feature-gates=GenericWorkload=true,GangScheduling=true), or run on a runtime with podGroupPolicy", [t.runtime.kind, t.runtime.name, native_min])
 }

@@ -39,6 +39,7 @@ use crate::policy::{EvalError, PolicySet};
 use crate::review::decide;
 use crate::review::input::Subject;
 use crate::review::Input;
+use crate::trainer::native;
 
 /// Bounds on evaluation.
 #[derive(Debug, Clone, Copy)]
@@ -163,6 +164,23 @@ async fn handle(
     let kind = metric_kind(&input);
     let uid = input.uid.clone();
 
+    // A pod of a TrainJob gangplank gave a native gang joins its PodGroup at create (the
+    // field is immutable after): no policy runs on pods.
+    if endpoint == Endpoint::Mutate {
+        if let Some(patch) = native::pod_patch(input.operation.as_str(), &input.object) {
+            info!(
+                decision = "patched",
+                "pod joined its TrainJob's native gang"
+            );
+            let verdict = Verdict {
+                allowed: true,
+                patch: Some(patch),
+                ..Verdict::default()
+            };
+            return (reply(&verdict, &uid), kind, Decision::Patched);
+        }
+    }
+
     let Some(set) = ctx.policies.current() else {
         return fail(
             ctx,
@@ -210,6 +228,7 @@ fn metric_kind(input: &Input) -> &'static str {
     match input.subject_kind() {
         Subject::Kubeflow(spec) => spec.kind,
         Subject::Trainer(kind) => kind.as_str(),
+        Subject::Other if kind == "Pod" => "Pod",
         Subject::Other => OTHER_KIND,
     }
 }

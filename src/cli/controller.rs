@@ -69,6 +69,11 @@ pub struct ControllerOptions {
         env = "GANGPLANK_LEASE_NAME"
     )]
     pub lease_name: String,
+    /// Also create the native PodGroups (scheduling.k8s.io/v1alpha2) of Kubeflow Trainer
+    /// TrainJobs that gangplank's trainer_gang policy gave Kubernetes' native gang (`gang:
+    /// kubernetes`; README "Kubeflow Trainer v2"). The Trainer and JobSet run the TrainJobs.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", env = "GANGPLANK_TRAINJOBS")]
+    pub trainjobs: bool,
     /// Where to serve the controller's /metrics and /healthz over plain HTTP; empty for none.
     #[arg(long, default_value = "", env = "GANGPLANK_CONTROLLER_METRICS_ADDR")]
     pub controller_metrics_addr: String,
@@ -115,7 +120,8 @@ impl ControllerOptions {
         let Some(client) = connect().await else {
             return exit::UNREADABLE;
         };
-        if config.gang == Some(GangScheduler::Kubernetes) && !native_gang_served(&client).await {
+        let native = config.gang == Some(GangScheduler::Kubernetes) || self.trainjobs;
+        if native && !native_gang_served(&client).await {
             return exit::UNREADABLE;
         }
 
@@ -125,6 +131,12 @@ impl ControllerOptions {
             return exit::UNREADABLE;
         }
         let shutdown = shutdown.boxed().shared();
+        if self.trainjobs {
+            tokio::spawn(crate::trainer::native::run(
+                client.clone(),
+                shutdown.clone(),
+            ));
+        }
         let identity = identity();
         let reporter = Reporter {
             controller: "gangplank-controller".into(),

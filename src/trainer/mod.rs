@@ -12,6 +12,7 @@
 
 pub mod catalog;
 pub mod merge;
+pub mod native;
 pub mod render;
 pub mod view;
 
@@ -119,8 +120,11 @@ pub fn admits_intent(kind: TrainerKind, path: &str) -> bool {
         return true;
     }
     match kind {
+        // runtimePatches: gangplank's own entry (native gangs, trainer_gang), added once.
         TrainerKind::TrainJob => {
-            path == "/spec/trainer/image" || path.starts_with("/spec/trainer/env")
+            path == "/spec/trainer/image"
+                || path.starts_with("/spec/trainer/env")
+                || path == "/spec/runtimePatches"
         }
         TrainerKind::TrainingRuntime | TrainerKind::ClusterTrainingRuntime => {
             path.starts_with("/spec/template/spec/replicatedJobs/") && path.ends_with("/image")

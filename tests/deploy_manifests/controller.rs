@@ -116,6 +116,12 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
             &["podgroups"],
             &["get", "list", "watch", "create", "delete"],
         ),
+        // --trainjobs: the TrainJobs whose native PodGroup it creates, read only.
+        (
+            "trainer.kubeflow.org",
+            &["trainjobs"],
+            &["get", "list", "watch"],
+        ),
     ]);
     assert_eq!(grants(one(manifests, "ClusterRole")), cluster);
     let leases = expected(&[(

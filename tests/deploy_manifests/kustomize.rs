@@ -240,6 +240,21 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
             "{kind}"
         );
     }
+    // The pod webhook of the native gang: pod CREATE, labelled pods only, failing closed.
+    let hooks = &find(&with_trainer, "MutatingWebhookConfiguration", "gangplank")["webhooks"];
+    let pods = &hooks[1];
+    assert_eq!(pods["name"], "pods.gangplank.dev");
+    assert_eq!(
+        pods["rules"],
+        serde_json::json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "Namespaced"}])
+    );
+    assert_eq!(
+        pods["objectSelector"],
+        serde_json::json!({"matchExpressions": [{"key": "gangplank.dev/pod-group", "operator": "Exists"}]})
+    );
+    assert_eq!(pods["failurePolicy"], "Fail");
+    assert_eq!(pods["sideEffects"], "None");
+    assert_eq!(pods["clientConfig"]["service"]["path"], "/mutate");
     let role = find(&with_trainer, "ClusterRole", "gangplank-webhook-trainer");
     assert_eq!(
         role["rules"],
