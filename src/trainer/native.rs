@@ -158,7 +158,7 @@ fn error_policy(job: Arc<DynamicObject>, error: &kube::Error, _: Arc<kube::Clien
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing)] // fixed test documents
+#[allow(clippy::indexing_slicing, clippy::expect_used)] // fixed test documents
 mod tests {
     use super::*;
 
