@@ -7,9 +7,7 @@
 
 mod support;
 
-use std::time::Duration;
 
-use gangplank::images::Settings;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
@@ -75,15 +73,7 @@ async fn kubectl_apply_pins_every_image_with_the_pull_secrets_of_the_job_and_its
         .await;
     let (index, _) = registry.push_multi_arch("ml/multi", "v1", OCI_INDEX).await;
     let policies = control_plane.file("image-pinning-policies");
-    registry::write_policies_dir(
-        &Settings {
-            enabled: true,
-            plain_http_registries: vec![registry.host.clone()],
-            budget: Duration::from_secs(2),
-            ..Settings::default()
-        },
-        &policies,
-    );
+    registry::pinning_policies(&registry, &policies);
     let webhooks = Webhooks::install(control_plane, policies).await;
     let client = control_plane.client().await;
     let namespace = control_plane.namespace("images").await;

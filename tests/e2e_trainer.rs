@@ -13,7 +13,6 @@ mod support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use gangplank::images::Settings;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 use support::registry::{self, Auth, Registry, OCI_MANIFEST};
@@ -34,25 +33,8 @@ const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/policies");
 /// A ClusterTrainingRuntime of one `node` job running `image`, with `extra` merged into its
 /// spec (a podGroupPolicy, say).
 fn runtime(name: &str, image: &str, extra: Value) -> Value {
-    let mut runtime = json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "template": {"spec": {"replicatedJobs": [{
-                "name": "node",
-                "template": {
-                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                    "spec": {"template": {"spec": {"containers": [{"name": "node", "image": image}]}}},
-                },
-            }]}},
-        },
-    });
-    if let (Some(spec), Value::Object(extra)) = (runtime["spec"].as_object_mut(), extra) {
-        spec.extend(extra);
-    }
-    runtime
+    let pod = json!({"containers": [{"name": "node", "image": image}]});
+    support::trainer::runtime(name, pod, extra)
 }
 
 fn trainjob(name: &str, runtime: &str, nodes: u32, image: Option<&str>) -> Value {
@@ -126,15 +108,7 @@ fn setup() -> &'static Setup {
             let tag = registry.image("ml/train", "v1");
             let pinned = format!("{tag}@{}", registry::sha256(&bytes));
             let policies = plane.file("trainer-policies");
-            registry::write_policies_dir(
-                &Settings {
-                    enabled: true,
-                    plain_http_registries: vec![registry.host.clone()],
-                    budget: Duration::from_secs(2),
-                    ..Settings::default()
-                },
-                &policies,
-            );
+            registry::pinning_policies(&registry, &policies);
             // The webhook starts before any runtime exists: it learns them from its watch.
             let webhooks = Webhooks::install(plane, policies).await;
             Setup {

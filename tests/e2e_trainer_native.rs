@@ -80,24 +80,15 @@ fn native_policies(plane: &ControlPlane) -> PathBuf {
 
 /// A ClusterTrainingRuntime without podGroupPolicy whose `node` pods ask 8 GPUs of `pool`.
 fn runtime(name: &str, pool: &str) -> Value {
+    support::trainer::runtime(name, gpu_pod(pool), json!({}))
+}
+
+/// One pod of 8 GPUs on `pool`: the runtime's `node` template, and the pods JobSet makes.
+fn gpu_pod(pool: &str) -> Value {
     json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": name},
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "template": {"spec": {"replicatedJobs": [{
-                "name": "node",
-                "template": {
-                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                    "spec": {"template": {"spec": {
-                        "nodeSelector": {"pool": pool},
-                        "containers": [{"name": "node", "image": IMAGE,
-                            "resources": {"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}}}],
-                    }}},
-                },
-            }]}},
-        },
+        "nodeSelector": {"pool": pool},
+        "containers": [{"name": "node", "image": IMAGE,
+            "resources": {"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}}}],
     })
 }
 
@@ -176,11 +167,7 @@ async fn create_pods(
         let pod: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("{name}-node-0-{i}"), "labels": pod_labels},
-            "spec": {
-                "nodeSelector": {"pool": pool},
-                "containers": [{"name": "node", "image": IMAGE,
-                    "resources": {"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}}}],
-            },
+            "spec": gpu_pod(pool),
         }))
         .expect("pod");
         let created = api

@@ -217,7 +217,12 @@ pub fn runtime_catalog(
     Ok(Some(catalog))
 }
 
+/// Every document of the file at `path`; any unreadable one is the error.
 fn documents(path: &Path) -> Result<Vec<Value>, String> {
+    parsed(path)?.into_iter().collect()
+}
+
+fn parsed(path: &Path) -> Result<Vec<Result<Value, String>>, String> {
     let mut out = Vec::new();
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
@@ -227,38 +232,29 @@ fn documents(path: &Path) -> Result<Vec<Value>, String> {
         &Default::default(),
         &mut out,
     );
-    out.into_iter()
+    Ok(out
+        .into_iter()
         .map(|d| {
             d.map(|d| d.input.object)
                 .map_err(|e| format!("{}: {}", e.source, e.message))
         })
-        .collect()
+        .collect())
 }
 
 /// `file.yaml` (its first document) or `file.yaml#N` (its N-th, from 1).
 fn first_document(path: &Path) -> Result<Value, String> {
     let text = path.display().to_string();
-    if let Some((file, n)) = text.rsplit_once('#') {
-        let n: usize = n
-            .parse()
-            .map_err(|_| format!("{text}: #{n} is not a document number"))?;
-        return documents(Path::new(file))?
-            .into_iter()
-            .nth(n.saturating_sub(1))
-            .ok_or_else(|| format!("{file}: has no document {n}"));
-    }
-    let mut out = Vec::new();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    crate::review::documents::parse_text(
-        &path.display().to_string(),
-        &text,
-        &Default::default(),
-        &mut out,
-    );
-    match out.into_iter().next() {
-        Some(Ok(doc)) => Ok(doc.input.object),
-        Some(Err(e)) => Err(format!("{}: {}", e.source, e.message)),
-        None => Err(format!("{}: no document", path.display())),
-    }
+    let (file, n) = match text.rsplit_once('#') {
+        Some((file, n)) => {
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("{text}: #{n} is not a document number"))?;
+            (Path::new(file), n)
+        }
+        None => (path, 1),
+    };
+    parsed(file)?
+        .into_iter()
+        .nth(n.saturating_sub(1))
+        .unwrap_or_else(|| Err(format!("{}: no document {n}", file.display())))
 }

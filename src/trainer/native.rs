@@ -67,7 +67,7 @@ pub fn desired_pod_group(trainjob: &Value) -> Option<Value> {
     let text = |k: &str| meta.get(k).and_then(Value::as_str);
     let (name, namespace, uid) = (text("name")?, text("namespace")?, text("uid")?);
     Some(json!({
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "apiVersion": crate::controller::podgroup::NATIVE_API,
         "kind": "PodGroup",
         "metadata": {
             "name": name,
@@ -97,13 +97,7 @@ fn trainjobs() -> ApiResource {
 }
 
 fn pod_groups() -> ApiResource {
-    ApiResource {
-        group: "scheduling.k8s.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "scheduling.k8s.io/v1alpha2".into(),
-        kind: "PodGroup".into(),
-        plural: "podgroups".into(),
-    }
+    crate::controller::observe::pod_group_resource(crate::controller::podgroup::NATIVE_API)
 }
 
 /// `gangplank controller --trainjobs`: creates the PodGroup of every marked TrainJob, and

@@ -26,6 +26,7 @@ pub mod registry;
 pub mod run;
 pub mod scheduler;
 pub mod shapes;
+pub mod trainer;
 pub mod volcano;
 pub mod webhooks;
 

@@ -471,6 +471,31 @@ pub fn policies_dir_with(settings: &gangplank::images::Settings) -> tempfile::Te
     dir
 }
 
+/// The shipped policies in `dir`, pinning images against `registry` (plain HTTP, 2 s budget),
+/// as the webhook suites run them.
+pub fn pinning_policies(registry: &Registry, dir: &std::path::Path) {
+    write_policies_dir(
+        &gangplank::images::Settings {
+            enabled: true,
+            plain_http_registries: vec![registry.host.clone()],
+            budget: std::time::Duration::from_secs(2),
+            ..gangplank::images::Settings::default()
+        },
+        dir,
+    );
+}
+
+/// The shipped policies in `dir`, with params.yaml edited by `edit` (as JSON).
+pub fn policies_with_params(dir: &std::path::Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    copy_dir(&super::repo().join("policies"), dir);
+    let params_path = dir.join("params.yaml");
+    let text = std::fs::read_to_string(&params_path).expect("read params.yaml");
+    let mut params: serde_json::Value = yaml_serde::from_str(&text).expect("params YAML");
+    edit(&mut params);
+    let text = yaml_serde::to_string(&params).expect("params YAML");
+    std::fs::write(&params_path, text).expect("write params.yaml");
+}
+
 /// Writes the shipped policies to `dir`, with `imageResolution: settings` in params.yaml.
 pub fn write_policies_dir(settings: &gangplank::images::Settings, dir: &std::path::Path) {
     copy_dir(&super::repo().join("policies"), dir);
