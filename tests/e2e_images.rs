@@ -7,7 +7,6 @@
 
 mod support;
 
-
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};

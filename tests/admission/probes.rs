@@ -129,3 +129,42 @@ async fn on_shutdown_readyz_fails_at_once_while_reviews_are_still_answered_for_t
     assert_eq!(response["allowed"], true);
     server.stop().await;
 }
+
+/// Trainer objects: a TrainJob of an API version gangplank does not know is passed with a
+/// warning and counted apart; a pod labelled for a native TrainJob gang gets its scheduling
+/// group at create and is counted as a Pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trainer_requests_are_counted_by_kind() {
+    let server = TestServer::start().await;
+    let future = serde_json::json!({
+        "apiVersion": "trainer.kubeflow.org/v1beta1", "kind": "TrainJob",
+        "metadata": {"name": "next", "namespace": "team"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}},
+    });
+    let passed = server.admit("/validate", &create("t1", &future)).await;
+    assert_eq!(passed["allowed"], true, "{passed}");
+    let warning = passed["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        warning.starts_with("[gangplank] trainer.kubeflow.org/v1beta1 TrainJob is an API version gangplank does not know"),
+        "{passed}"
+    );
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "llm-node-0-0", "namespace": "team", "labels": {"gangplank.dev/pod-group": "llm"}},
+        "spec": {"containers": [{"name": "node", "image": "x"}]},
+    });
+    let joined = server.admit("/mutate", &create("p1", &pod)).await;
+    let patched = crate::support::apply(&pod, &joined);
+    assert_eq!(
+        patched["spec"]["schedulingGroup"],
+        serde_json::json!({"podGroupName": "llm"}),
+        "{joined}"
+    );
+    let (_, text) = server.get_text("/metrics").await;
+    for needle in [
+        r#"gangplank_admission_requests_total{endpoint="validate",kind="trainer-unknown-version",decision="skipped"} 1"#,
+        r#"gangplank_admission_requests_total{endpoint="mutate",kind="Pod",decision="patched"} 1"#,
+    ] {
+        assert!(text.contains(needle), "missing {needle} in\n{text}");
+    }
+}
