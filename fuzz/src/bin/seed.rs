@@ -18,7 +18,13 @@ fn main() {
         std::process::exit(2);
     };
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut dirs = vec![repo.join("examples"), repo.join("tests/data")];
+    let mut dirs = vec![
+        repo.join("examples"),
+        repo.join("tests/data"),
+        repo.join("policies/tests/trainer-v2.3.0"),
+    ];
+    // trainer_view: every TrainJob found, with every runtime found.
+    let (mut trainjobs, mut runtimes) = (Vec::new(), Vec::new());
     dirs.extend(args.map(PathBuf::from));
     let mut seeds = Seeds::new(&out);
 
@@ -43,6 +49,11 @@ fn main() {
                 seeds.add("admission_handler", &[&[endpoint][..], &body].concat());
             }
             let (api_version, kind) = input.type_meta();
+            match kind {
+                "TrainJob" => trainjobs.push(input.object.clone()),
+                "ClusterTrainingRuntime" | "TrainingRuntime" => runtimes.push(input.object.clone()),
+                _ => {}
+            }
             if let Some(spec) = lookup(api_version, kind) {
                 let selector = kind_selector(api_version, kind);
                 let object = serde_json::to_vec(&input.object).unwrap_or_default();
@@ -61,6 +72,12 @@ fn main() {
                     &serde_json::to_vec(&case).unwrap_or_default(),
                 );
             }
+        }
+    }
+    for job in &trainjobs {
+        for runtime in &runtimes {
+            let pair = serde_json::to_vec(&json!([job, runtime])).unwrap_or_default();
+            seeds.add("trainer_view", &pair);
         }
     }
     for image in images.iter().filter(|i| !i.is_empty()) {
