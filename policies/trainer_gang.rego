@@ -67,6 +67,13 @@ warning contains {"path": "/spec/podGroupPolicy", "msg": msg} if {
 	msg := "no podGroupPolicy: TrainJobs with numNodes > 1 on this runtime are refused (they could deadlock half placed) unless Kueue queues them; add podGroupPolicy (volcano: {} or coscheduling: {})"
 }
 
+# The runtime comes from the webhook's watch cache; while the watch fails, the last listing.
+warning contains {"path": "/spec/runtimeRef", "msg": msg} if {
+	trainjob
+	reason := t.runtime.stale
+	msg := sprintf("judged on %s %s as last listed: %s", [t.runtime.kind, t.runtime.name, reason])
+}
+
 # The first job that waits on another, with the pods created before it.
 violation contains {"path": concat("", [r.path, "/dependsOn"]), "msg": msg} if {
 	t.podGroupPolicy

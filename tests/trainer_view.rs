@@ -306,3 +306,31 @@ proptest! {
         }
     }
 }
+
+/// While the runtime watch fails, a TrainJob is judged on the last listing and told so; a
+/// runtime missing from it is refused with the reason the listing may be out of date.
+#[test]
+fn a_stale_runtime_cache_is_said_on_the_trainjob() {
+    let catalog = RuntimeCatalog::default();
+    catalog.insert(&torch_runtime());
+    catalog.mark_listed("the cluster");
+    catalog.set_stale(Some(
+        "the watch of clustertrainingruntimes is failing: 503".into(),
+    ));
+    let set = shipped().clone().with_runtimes(catalog);
+    let job = trainjob(json!({"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 2}}));
+    let decision = review::review(&set, &Input::create(job, "default")).expect("decides");
+    assert!(
+        decision.warnings().iter().any(|w| w
+            == "[trainer_gang] /spec/runtimeRef: judged on ClusterTrainingRuntime torch as last listed: the watch of clustertrainingruntimes is failing: 503"),
+        "{:?}",
+        decision.warnings()
+    );
+    let gone = trainjob(json!({"runtimeRef": {"name": "gone"}, "trainer": {"numNodes": 2}}));
+    let decision = review::review(&set, &Input::create(gone, "default")).expect("decides");
+    let refusal = decision.denial_message().unwrap_or_default();
+    assert!(
+        refusal.contains("ClusterTrainingRuntime \"gone\" does not exist (as listed from the cluster) (the runtime cache may be out of date: the watch of clustertrainingruntimes is failing: 503)"),
+        "{refusal}"
+    );
+}

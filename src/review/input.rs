@@ -217,12 +217,19 @@ impl Input {
         match self.subject_kind() {
             Subject::Kubeflow(spec) => Some(JobView::build(spec, object)),
             Subject::Trainer(TrainerKind::TrainJob) => {
-                let runtime = match &self.runtime {
-                    Some(Lookup::Found(r)) => Ok(r.as_ref()),
-                    Some(Lookup::Missing(reason)) => Err(reason.as_str()),
-                    None => Err("the runtime was not looked up (no runtime catalog)"),
+                let (runtime, stale) = match &self.runtime {
+                    Some(Lookup::Found(r, stale)) => (Ok(r.as_ref()), stale.clone()),
+                    Some(Lookup::Missing(reason)) => (Err(reason.as_str()), None),
+                    None => (
+                        Err("the runtime was not looked up (no runtime catalog)"),
+                        None,
+                    ),
                 };
-                Some(crate::trainer::view::trainjob_view(object, runtime))
+                let mut view = crate::trainer::view::trainjob_view(object, runtime);
+                if let Some(trainer) = view.trainer.as_mut() {
+                    trainer.runtime.stale = stale;
+                }
+                Some(view)
             }
             Subject::Trainer(kind) => {
                 Some(crate::trainer::view::runtime_view(kind.as_str(), object))

@@ -17,7 +17,8 @@ use crate::review::input::Input;
 /// What a lookup found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {
-    Found(Arc<Value>),
+    /// The runtime, and why the listing it comes from may be out of date, if it may.
+    Found(Arc<Value>, Option<String>),
     /// No runtime: the message says why (absent, never listed, a bad reference).
     Missing(String),
 }
@@ -170,7 +171,7 @@ impl RuntimeCatalog {
                 .get(&(namespace.to_string(), reference.name.clone()))
         };
         if let Some(runtime) = found {
-            return Lookup::Found(runtime.clone());
+            return Lookup::Found(runtime.clone(), state.stale.clone());
         }
         let (source, plural) = if cluster {
             (&state.cluster_source, "clustertrainingruntimes")

@@ -65,6 +65,9 @@ pub struct RuntimeView {
     /// `<Kind>/<name>:` in a TrainJob's view (prefix of runtime paths), `""` in its own.
     pub path: String,
     pub found: bool,
+    /// Why the runtime as read may be out of date (the watch is failing), if it may.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
 }
 
 /// The view of a TrainJob with the runtime it names (`None`: not known; the reason is a
@@ -87,6 +90,7 @@ pub fn trainjob_view(object: &Value, runtime: Result<&Value, &str>) -> JobView {
         name: reference.name,
         path: prefix.clone(),
         found,
+        stale: None,
     };
     build(object, "TrainJob", rendered, paths, runtime)
 }
@@ -104,6 +108,7 @@ pub fn runtime_view(kind: &'static str, object: &Value) -> JobView {
         name,
         path: String::new(),
         found: true,
+        stale: None,
     };
     build(object, kind, render_runtime(object), paths, runtime)
 }
