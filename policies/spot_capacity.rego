@@ -94,7 +94,7 @@ exposed if {
 finding := {"path": r.podSpecPath, "msg": msg} if {
 	exposed
 	r := preemptible[0]
-	msg := sprintf("%s pods target preemptible nodes (%s) and the job has no elasticPolicy and no checkpoint env (%s) or mount (%s): each eviction loses all progress. Add one, or run on on-demand nodes", [r.type, target(r), concat(", ", params.checkpointEnv), concat(", ", params.checkpointMountPaths)])
+	msg := sprintf("%s pods target spot nodes (%s) with no elasticPolicy or checkpoint env/mount: each eviction loses all progress", [r.type, target(r)])
 }
 
 never_restarted if {
