@@ -37,6 +37,41 @@ struct State {
     unlisted: Option<String>,
 }
 
+impl State {
+    fn put(&mut self, kind: TrainerKind, (namespace, name): (String, String), value: Arc<Value>) {
+        match kind {
+            TrainerKind::ClusterTrainingRuntime => {
+                self.cluster.insert(name, value);
+            }
+            TrainerKind::TrainingRuntime => {
+                self.namespaced.insert((namespace, name), value);
+            }
+            TrainerKind::TrainJob => {}
+        }
+    }
+}
+
+/// The runtime kind of `object` and its (namespace, name) key (a TrainingRuntime without a
+/// namespace is in `default`, as kubectl would create it); `None` when it is no runtime.
+fn entry_of(object: &Value) -> Option<(TrainerKind, (String, String))> {
+    let text = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let kind = TrainerKind::lookup(text("/apiVersion"), text("/kind"))?;
+    let namespace = match kind {
+        TrainerKind::TrainJob => return None,
+        TrainerKind::ClusterTrainingRuntime => String::new(),
+        TrainerKind::TrainingRuntime => match text("/metadata/namespace") {
+            "" => "default".to_string(),
+            ns => ns.to_string(),
+        },
+    };
+    Some((kind, (namespace, text("/metadata/name").to_string())))
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeCatalog(Arc<RwLock<State>>);
 
@@ -52,29 +87,10 @@ impl RuntimeCatalog {
 
     /// Adds `object` if it is a runtime; returns whether it was one.
     pub fn insert(&self, object: &Value) -> bool {
-        let text = |p: &str| {
-            object
-                .pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        let Some(kind) = TrainerKind::lookup(text("/apiVersion"), text("/kind")) else {
+        let Some((kind, key)) = entry_of(object) else {
             return false;
         };
-        let name = text("/metadata/name").to_string();
-        let value = Arc::new(object.clone());
-        let mut state = self.write();
-        match kind {
-            TrainerKind::ClusterTrainingRuntime => {
-                state.cluster.insert(name, value);
-            }
-            TrainerKind::TrainingRuntime => {
-                let ns = text("/metadata/namespace");
-                let ns = if ns.is_empty() { "default" } else { ns };
-                state.namespaced.insert((ns.to_string(), name), value);
-            }
-            TrainerKind::TrainJob => return false,
-        }
+        self.write().put(kind, key, Arc::new(object.clone()));
         true
     }
 
@@ -107,22 +123,26 @@ impl RuntimeCatalog {
         state.namespaced_source = Some(source.to_string());
     }
 
-    /// Replaces one kind's runtimes with a complete listing (a watch cache's contents).
+    /// Replaces one kind's runtimes with a complete listing (a watch cache's contents), in
+    /// one swap: a lookup never sees the kind half filled.
     pub fn replace(&self, kind: TrainerKind, objects: Vec<Value>, source: &str) {
-        let mut state = self.write();
-        match kind {
-            TrainerKind::ClusterTrainingRuntime => state.cluster.clear(),
-            TrainerKind::TrainingRuntime => state.namespaced.clear(),
-            TrainerKind::TrainJob => return,
-        }
-        drop(state);
-        for o in &objects {
-            self.insert(o);
+        let mut fresh = State::default();
+        for object in &objects {
+            if let Some((k, key)) = entry_of(object).filter(|(k, _)| *k == kind) {
+                fresh.put(k, key, Arc::new(object.clone()));
+            }
         }
         let mut state = self.write();
         match kind {
-            TrainerKind::ClusterTrainingRuntime => state.cluster_source = Some(source.into()),
-            _ => state.namespaced_source = Some(source.into()),
+            TrainerKind::ClusterTrainingRuntime => {
+                state.cluster = fresh.cluster;
+                state.cluster_source = Some(source.into());
+            }
+            TrainerKind::TrainingRuntime => {
+                state.namespaced = fresh.namespaced;
+                state.namespaced_source = Some(source.into());
+            }
+            TrainerKind::TrainJob => {}
         }
     }
 
@@ -270,5 +290,44 @@ pub mod watch {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn runtime(kind: &str, name: &str) -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind,
+            "metadata": {"name": name, "namespace": "team"}})
+    }
+
+    fn found(catalog: &RuntimeCatalog, kind: &str, name: &str) -> bool {
+        let reference = RuntimeRef {
+            api_group: crate::trainer::GROUP.into(),
+            kind: kind.into(),
+            name: name.into(),
+        };
+        matches!(catalog.lookup(&reference, "team"), Lookup::Found(..))
+    }
+
+    #[test]
+    fn a_listing_replaces_its_kind_whole_and_leaves_the_other() {
+        let catalog = RuntimeCatalog::default();
+        catalog.insert(&runtime("ClusterTrainingRuntime", "old"));
+        catalog.insert(&runtime("TrainingRuntime", "local"));
+        catalog.replace(
+            TrainerKind::ClusterTrainingRuntime,
+            vec![
+                runtime("ClusterTrainingRuntime", "new"),
+                runtime("TrainingRuntime", "not-this-kind"),
+            ],
+            "the cluster",
+        );
+        assert!(!found(&catalog, "ClusterTrainingRuntime", "old"));
+        assert!(found(&catalog, "ClusterTrainingRuntime", "new"));
+        assert!(found(&catalog, "TrainingRuntime", "local"));
+        assert!(!found(&catalog, "TrainingRuntime", "not-this-kind"));
     }
 }
