@@ -42,7 +42,7 @@ pub enum TrainerKind {
 impl TrainerKind {
     /// The kind, when `apiVersion` is the one gangplank understands.
     pub fn lookup(api_version: &str, kind: &str) -> Option<TrainerKind> {
-        if api_version != format!("{GROUP}/{VERSION}") {
+        if group_version(api_version) != Some(VERSION) {
             return None;
         }
         match kind {
@@ -65,9 +65,15 @@ impl TrainerKind {
 /// A Trainer kind in an API version gangplank does not know (a future `v1beta1`): passed
 /// with a warning, never refused.
 pub fn unknown_version(api_version: &str, kind: &str) -> bool {
-    api_version.starts_with(&format!("{GROUP}/"))
+    group_version(api_version).is_some()
         && TrainerKind::lookup(api_version, kind).is_none()
         && [TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME].contains(&kind)
+}
+
+/// The version of a `trainer.kubeflow.org/<version>` apiVersion (checked on every request:
+/// no allocation).
+fn group_version(api_version: &str) -> Option<&str> {
+    api_version.strip_prefix(GROUP)?.strip_prefix('/')
 }
 
 /// `spec.runtimeRef` with the CRD's defaults.

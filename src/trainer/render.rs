@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 
 use super::merge::strategic_merge;
 use super::{ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE};
-use crate::job::view::{type_name, Problem, MAX_REPLICA_TYPES};
+use crate::job::view::{problem, type_name, Problem, MAX_REPLICA_TYPES};
 use crate::pointer;
 
 /// `runtimePatches` holds at most 16 entries (CRD `maxItems`).
@@ -109,7 +109,7 @@ fn render(runtime: &Value, trainjob: Option<&Value>, paths: RuntimePaths) -> Ren
         .unwrap_or(Value::Null);
     if !jobset.is_object() {
         out.problems.push(problem(
-            paths.at("/spec/template/spec"),
+            &paths.at("/spec/template/spec"),
             "is required: the runtime has no JobSet template".into(),
         ));
         return out;
@@ -162,15 +162,7 @@ fn ml_policy(policy: Option<&Value>, paths: RuntimePaths, problems: &mut Vec<Pro
 }
 
 fn job_names(jobset: &Value) -> Vec<String> {
-    jobset
-        .get("replicatedJobs")
-        .and_then(Value::as_array)
-        .map(|jobs| {
-            jobs.iter()
-                .filter_map(|j| j.get("name")?.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    names(jobset.get("replicatedJobs"))
 }
 
 /// Strategic-merges each patch entry, after checking it names only jobs and containers the
@@ -188,7 +180,7 @@ fn apply_patches(
     let Some(patches) = patches.as_array() else {
         if !patches.is_null() {
             problems.push(problem(
-                "/spec/runtimePatches".into(),
+                "/spec/runtimePatches",
                 format!("must be a list, got {}", type_name(patches)),
             ));
         }
@@ -201,7 +193,7 @@ fn apply_patches(
         };
         if !patch.is_object() {
             problems.push(problem(
-                base,
+                &base,
                 format!("must be an object, got {}", type_name(patch)),
             ));
             continue;
@@ -236,7 +228,7 @@ fn patch_targets_exist(
             .and_then(|k| jobset.get("replicatedJobs")?.get(k))
         else {
             problems.push(problem(
-                format!("{at}/name"),
+                &format!("{at}/name"),
                 format!("patches replicatedJob {name:?}, which the runtime does not have (it has {}); the Trainer refuses it", order.join(", ")),
             ));
             continue;
@@ -254,7 +246,7 @@ fn patch_targets_exist(
                     .unwrap_or_default();
                 if !have.iter().any(|h| h == cname) {
                     problems.push(problem(
-                        format!("{at}{pod}/{field}/{c}/name"),
+                        &format!("{at}{pod}/{field}/{c}/name"),
                         format!("patches {field} entry {cname:?} of replicatedJob {name}, which has none by that name (it has {}); a patch can only change existing containers", have.join(", ")),
                     ));
                 }
@@ -285,7 +277,7 @@ fn jobs(
         Some(Value::Array(list)) => list,
         other => {
             problems.push(problem(
-                paths.at(REPLICATED_JOBS),
+                &paths.at(REPLICATED_JOBS),
                 format!(
                     "must be a list of replicatedJobs, got {}",
                     other.map_or("nothing", type_name)
@@ -296,7 +288,7 @@ fn jobs(
     };
     if list.len() > MAX_REPLICA_TYPES {
         problems.push(problem(
-            paths.at(REPLICATED_JOBS),
+            &paths.at(REPLICATED_JOBS),
             format!(
                 "has {} replicatedJobs; gangplank reads at most {MAX_REPLICA_TYPES}",
                 list.len()
@@ -476,7 +468,7 @@ fn count_at(v: Option<&Value>, default: i64, path: &str, problems: &mut Vec<Prob
         }
         Some(other) => {
             problems.push(problem(
-                path.to_string(),
+                path,
                 format!(
                     "must be a non-negative integer, got {} {other}",
                     type_name(other)
@@ -485,10 +477,6 @@ fn count_at(v: Option<&Value>, default: i64, path: &str, problems: &mut Vec<Prob
             default
         }
     }
-}
-
-fn problem(path: String, msg: String) -> Problem {
-    Problem { path, msg }
 }
 
 /// A pointer into the pod template of `job`, for paths of the rendered view.
