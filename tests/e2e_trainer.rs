@@ -63,24 +63,16 @@ async fn stored(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
     object.map(|o| serde_json::to_value(o).expect("JSON"))
 }
 
-/// Applies `object` until the webhook's runtime watch has seen the runtime it names (a
-/// refusal saying the runtime is not known or does not exist yet); the last answer.
+/// How long the webhook's runtime watch gets to see a runtime just applied.
+const WATCH_LIMIT: Duration = Duration::from_secs(10);
+
+/// `kubectl apply` of `object` once the webhook's watch knows the runtime it names.
 async fn apply_when_runtime_known(
     plane: &ControlPlane,
     ns: &str,
     object: &Value,
 ) -> Result<String, String> {
-    let mut last = Err(String::new());
-    for _ in 0..40 {
-        last = plane.kubectl_apply(Some(ns), object, &[]);
-        match &last {
-            Err(e) if e.contains("is not known here") || e.contains("does not exist") => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            _ => return last,
-        }
-    }
-    last
+    support::trainer::apply_when_runtime_known(plane, ns, object, WATCH_LIMIT).await
 }
 
 /// The shared control plane with the Trainer's CRDs, a registry holding `ml/train:v1`, and

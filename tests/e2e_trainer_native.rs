@@ -105,20 +105,9 @@ async fn admit(plane: &ControlPlane, ns: &str, name: &str, nodes: u32) -> Value 
         "metadata": {"name": name},
         "spec": {"runtimeRef": {"name": runtime_name}, "trainer": {"numNodes": nodes}},
     });
-    let started = Instant::now();
-    loop {
-        match plane.kubectl_apply(Some(ns), &job, &[]) {
-            Ok(_) => break,
-            Err(e) if e.contains("is not known here") || e.contains("does not exist") => {
-                assert!(
-                    started.elapsed() < LIMIT,
-                    "runtime never reached the webhook: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(e) => panic!("TrainJob {name} refused: {e}"),
-        }
-    }
+    support::trainer::apply_when_runtime_known(plane, ns, &job, LIMIT)
+        .await
+        .unwrap_or_else(|e| panic!("TrainJob {name} refused: {e}"));
     let client = plane.client().await;
     let api: Api<DynamicObject> = Api::namespaced_with(
         client,
