@@ -245,11 +245,21 @@ fn snapshot_errors_name_the_file_and_the_item() {
         .err()
         .unwrap_or_default();
     assert!(err.starts_with("nodes.yaml: document at line 1:"), "{err}");
-    let bad_node = "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: 5}\n";
-    let err = snapshot::parse(bad_node, "nodes.yaml")
-        .err()
-        .unwrap_or_default();
-    assert!(err.starts_with("nodes.yaml: item 0 (Node):"), "{err}");
+    // A Node that cannot be read is noted and left out, and the view is marked so.
+    let bad_node = "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: 5}\n---\nkind: Node\nmetadata: {name: m}\n";
+    let inv = snapshot::parse(bad_node, "nodes.yaml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(inv.nodes.len(), 1);
+    assert_eq!(inv.notes.len(), 1);
+    assert!(
+        inv.notes[0].starts_with("nodes.yaml: item 0 (Node) cannot be read:"),
+        "{:?}",
+        inv.notes
+    );
+    let stale = inv.stale.unwrap_or_default();
+    assert!(
+        stale.contains("1 Node item(s) of nodes.yaml could not be read"),
+        "{stale}"
+    );
     let inv = snapshot::read(&repo().join("policies/tests/clusters/gpu-cluster.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(inv.nodes.len(), 12);
@@ -297,4 +307,83 @@ fn classes_follow_the_jobs_selectors() {
         selecting(0, json!({"kubernetes.io/hostname": "gpu-3"})).is_empty(),
         "1 pod on its node"
     );
+}
+
+/// Claims, NetworkPolicies and Namespaces reach a request for its own namespace only; a
+/// NetworkPolicy that selects none of the job's pods is left out; a kind the snapshot does
+/// not list is null (unknown), never empty; an object that cannot be read is noted and
+/// left out, and the rest is kept.
+#[test]
+fn namespaced_objects_reach_the_request_of_their_namespace() {
+    let snapshot = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Namespace, metadata: {name: team-a, labels: {kubernetes.io/metadata.name: team-a, tier: gpu}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: data, namespace: team-a}, spec: {accessModes: [ReadWriteOnce], storageClassName: gp3}, status: {phase: Bound, accessModes: [ReadWriteOnce]}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: other, namespace: team-b}, spec: {accessModes: [ReadWriteMany]}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: broken, namespace: team-a}, spec: {accessModes: ReadWriteOnce}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: deny-all, namespace: team-a}, spec: {podSelector: {}, policyTypes: [Ingress]}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: web-only, namespace: team-a}, spec: {podSelector: {matchLabels: {app: web}}}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: workers, namespace: team-a}, spec: {podSelector: {matchExpressions: [{key: training.kubeflow.org/replica-type, operator: In, values: [worker]}]}}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: elsewhere, namespace: team-b}, spec: {podSelector: {}}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: bad, namespace: team-a}, spec: {podSelector: {matchExpressions: [{key: a, operator: Near}]}}}
+- {apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: gp3, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}, provisioner: ebs.csi.aws.com}
+"#;
+    let inventory = snapshot::parse(snapshot, "cluster.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let handle = ClusterHandle::fixed(&inventory);
+    let doc = handle.current().expect("published");
+    let problems = doc.problems();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("PersistentVolumeClaim team-a/broken"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("NetworkPolicy team-a/bad") && problems[1].contains("\"Near\""),
+        "{problems:?}"
+    );
+    assert_eq!(
+        doc.json["storage_classes"],
+        json!({"default": "gp3", "classes": {"gp3": {"provisioner": "ebs.csi.aws.com"}}})
+    );
+    let input = gang_of(2);
+    let view = doc.view(&input.rego_input_for(&input.object));
+    let cluster: Value = serde_json::from_str(&view.to_json_str().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        cluster["namespace"],
+        json!({"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a", "tier": "gpu"}})
+    );
+    assert_eq!(
+        cluster["claims"],
+        json!({"data": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "boundAccessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "volumeName": ""}})
+    );
+    let names: Vec<&str> = cluster["network_policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["deny-all", "workers"]);
+
+    // Nodes only: every namespaced kind is unknown.
+    let nodes_only = ClusterHandle::fixed(&inventory_of_nodes());
+    let view = nodes_only
+        .current()
+        .expect("published")
+        .view(&input.rego_input_for(&input.object));
+    let cluster: Value = serde_json::from_str(&view.to_json_str().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cluster["claims"], Value::Null);
+    assert_eq!(cluster["network_policies"], Value::Null);
+    assert_eq!(cluster["storage_classes"], Value::Null);
+    assert_eq!(
+        cluster["namespace"],
+        json!({"name": "team-a", "labels": null})
+    );
+}
+
+fn inventory_of_nodes() -> Inventory {
+    inventory(gpu_nodes("a100", 2, "NVIDIA-A100-SXM4-80GB", "8"))
 }

@@ -142,6 +142,7 @@ pub struct Metrics {
     policies_loaded: Gauge,
     in_flight: Gauge,
     image_lookups: Family<OutcomeLabels, Counter>,
+    inventory_problems: Gauge,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -219,6 +220,12 @@ impl Metrics {
             "Images of reviews looked up for digest pinning (from the cache or a registry), by outcome (pinned, or why not)",
             image_lookups.clone(),
         );
+        let inventory_problems = Gauge::default();
+        registry.register(
+            "cluster_inventory_problems",
+            "Objects of the latest cluster inventory (Nodes, claims, NetworkPolicies, Namespaces...) that could not be read and are left out of it",
+            inventory_problems.clone(),
+        );
         // Series of closed label sets exist from the start, so that rate() and increase()
         // see the first failure rather than a series appearing.
         for ok in [true, false] {
@@ -249,6 +256,7 @@ impl Metrics {
             tls_reloads,
             policies_loaded,
             in_flight,
+            inventory_problems,
         }
     }
 
@@ -299,6 +307,12 @@ impl Metrics {
     }
 
     /// Size of the set that serves (at start, and after each successful reload).
+    /// Sets how many objects the latest cluster inventory left out as unreadable.
+    pub fn set_inventory_problems(&self, n: usize) {
+        self.inventory_problems
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     pub fn set_policies_loaded(&self, n: usize) {
         self.policies_loaded
             .set(i64::try_from(n).unwrap_or(i64::MAX));

@@ -76,6 +76,8 @@ pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
         .await
         .map_err(|e| format!("cannot list Nodes: {}", crate::error_chain(&e)))?;
     let [cluster_queues, local_queues] = crate::cluster::watch::kueue_resources();
+    let [claims, classes, network_policies, namespaces] =
+        crate::cluster::watch::storage_and_network_resources();
     Ok(Inventory {
         nodes,
         volcano_queues: custom(
@@ -86,33 +88,56 @@ pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
         .await?,
         kueue_cluster_queues: custom(client, &cluster_queues, "Kueue ClusterQueues").await?,
         kueue_local_queues: custom(client, &local_queues, "Kueue LocalQueues").await?,
-        trainer_runtimes: None,
+        claims: listable(client, &claims, "PersistentVolumeClaims").await?,
+        storage_classes: listable(client, &classes, "StorageClasses").await?,
+        network_policies: listable(client, &network_policies, "NetworkPolicies").await?,
+        namespaces: listable(client, &namespaces, "Namespaces").await?,
         // Unknown (null) when discovery cannot answer: the rule that reads it stays quiet.
         native_gang_api: crate::cluster::discovery::native_gang_api(client)
             .await
             .ok(),
         source: "cluster".into(),
-        stale: None,
+        ..Inventory::default()
     })
+}
+
+/// Every object of a built-in kind, as JSON; `None` (unknown, the policies that read it
+/// stay silent) when the caller may not list it.
+async fn listable(
+    client: &kube::Client,
+    resource: &ApiResource,
+    what: &str,
+) -> Result<Option<Vec<Value>>, String> {
+    match list_json(client, resource).await {
+        Ok(items) => Ok(Some(items)),
+        Err(kube::Error::Api(status)) if status.code == 403 || status.code == 404 => Ok(None),
+        Err(e) => Err(format!("cannot list {what}: {}", crate::error_chain(&e))),
+    }
 }
 
 /// Every object of a custom resource, as JSON; `None` when its CRD is not installed.
 async fn custom(
     client: &kube::Client,
-    resource: &kube::api::ApiResource,
+    resource: &ApiResource,
     what: &str,
 ) -> Result<Option<Vec<Value>>, String> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-    match list_all(&api).await {
-        Ok(items) => Ok(Some(
-            items
-                .iter()
-                .filter_map(|q| serde_json::to_value(q).ok())
-                .collect(),
-        )),
+    match list_json(client, resource).await {
+        Ok(items) => Ok(Some(items)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(format!("cannot list {what}: {}", crate::error_chain(&e))),
     }
+}
+
+async fn list_json(
+    client: &kube::Client,
+    resource: &ApiResource,
+) -> Result<Vec<Value>, kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let items = list_all(&api).await?;
+    Ok(items
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect())
 }
 
 /// Every stored job (in `namespace`, or all) of the kinds whose CRDs the cluster serves,

@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use super::exit;
 use super::report::error_chain;
 use crate::audit::{self, live, report, Audit};
-use crate::cluster::{ClusterHandle, Inventory};
+use crate::cluster::Inventory;
 use crate::policy::PolicySet;
 use crate::trainer::RuntimeCatalog;
 
@@ -22,9 +22,9 @@ pub struct AuditArgs {
     /// Policy directory: *.rego, lib/, params.yaml.
     #[arg(long, default_value = "policies", env = "GANGPLANK_POLICIES")]
     pub policies: PathBuf,
-    /// A cluster inventory for the cluster-aware policies (`kubectl get nodes,queues -o
-    /// yaml`). With a live cluster, Nodes and Volcano Queues are listed from it instead,
-    /// unless this is given.
+    /// A cluster inventory for the cluster-aware policies (`kubectl get nodes,namespaces,pvc,
+    /// storageclasses,networkpolicies,queues -A -o yaml`, any subset: a kind left out is
+    /// unknown). With a live cluster, they are listed from it instead, unless this is given.
     #[arg(long, env = "GANGPLANK_CLUSTER_SNAPSHOT")]
     pub cluster_snapshot: Option<PathBuf>,
     /// `table`: one row per violation. `json`: the documented audit document.
@@ -117,7 +117,7 @@ fn with_inventory(set: PolicySet, inventory: Option<Inventory>) -> (PolicySet, O
         Some(inventory) => {
             let source = inventory.source.clone();
             (
-                set.with_cluster(ClusterHandle::fixed(&inventory)),
+                set.with_cluster(super::fixed_inventory(&inventory, "inventory")),
                 Some(source),
             )
         }

@@ -54,8 +54,10 @@ pub struct CheckArgs {
     #[arg(long, env = "GANGPLANK_REGISTRY_CREDENTIALS", requires = "resolve")]
     pub registry_credentials: Option<PathBuf>,
     /// A cluster inventory for the policies that check jobs against the cluster
-    /// (`data.cluster`): `kubectl get nodes -o yaml` output, Volcano Queues optionally in
-    /// the same list (`kubectl get nodes,queues -o yaml`). Without it those policies are silent.
+    /// (`data.cluster`), as `kubectl get nodes,namespaces,pvc,storageclasses,networkpolicies,
+    /// queues -A -o yaml` prints it (any subset: a kind left out is unknown, and the policies
+    /// that need it are silent; an item that cannot be read is noted and left out). Without
+    /// it those policies are silent.
     /// Kubeflow Trainer runtimes in it (`kubectl get nodes,clustertrainingruntimes,
     /// trainingruntimes -A -o yaml`) are the runtimes TrainJobs are rendered with, besides
     /// those given as manifests.
@@ -100,9 +102,7 @@ impl CheckArgs {
         };
         let set = match loaded {
             Ok(set) => match &snapshot {
-                Some(inventory) => {
-                    set.with_cluster(crate::cluster::ClusterHandle::fixed(inventory))
-                }
+                Some(inventory) => set.with_cluster(super::fixed_inventory(inventory, "--cluster")),
                 None => set,
             },
             Err(e) => {

@@ -122,6 +122,19 @@ pub fn init_tracing(format: &LogFormat, default_filter: &str) {
 }
 
 /// `500ms`, `2s`, `1m`: a number and a unit (ms, s, m).
+/// `inventory` as the fixed `data.cluster` of `check` or `audit`, with each object it left
+/// out as unreadable printed as a note on stderr (`flag` names where it came from).
+pub fn fixed_inventory(
+    inventory: &crate::cluster::Inventory,
+    flag: &str,
+) -> crate::cluster::ClusterHandle {
+    let handle = crate::cluster::ClusterHandle::fixed(inventory);
+    for problem in handle.current().map(|d| d.problems()).unwrap_or_default() {
+        eprintln!("note: {flag}: {problem}");
+    }
+    handle
+}
+
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
     let split = text

@@ -133,7 +133,7 @@ impl ServeArgs {
         let metrics = Arc::new(Metrics::new());
         let cluster = ClusterHandle::default();
         if cluster_inventory {
-            start_inventory(cluster.clone()).await;
+            start_inventory(cluster.clone(), metrics.clone()).await;
         }
         let store = match PolicyStore::load_with_cluster(&policies, cluster) {
             Ok(store) => store,
@@ -251,14 +251,14 @@ async fn image_pinner(credentials: Option<&std::path::Path>) -> Result<Pinner, S
     })
 }
 
-/// Starts watching the cluster's Nodes and Queues into `cluster`, if an API configuration
+/// Starts watching the cluster's inventory (Nodes, storage and network objects, queues) into `cluster`, if an API configuration
 /// exists; without one (a laptop, CI) the policies just see no `data.cluster`.
-async fn start_inventory(cluster: ClusterHandle) {
+async fn start_inventory(cluster: ClusterHandle, metrics: Arc<Metrics>) {
     let Some(client) = api_client("no cluster inventory").await else {
         return;
     };
-    tokio::spawn(crate::cluster::watch::run(client, cluster));
-    info!("watching Nodes and Volcano Queues for data.cluster");
+    tokio::spawn(crate::cluster::watch::run(client, cluster, metrics));
+    info!("watching Nodes, claims, StorageClasses, NetworkPolicies, Namespaces and queues for data.cluster");
 }
 
 /// Starts watching Trainer runtimes into `runtimes`, if an API configuration exists;

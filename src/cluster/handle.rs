@@ -10,6 +10,7 @@ use regorus::Value as RegoValue;
 use serde_json::Value;
 
 use super::inventory::Inventory;
+use super::objects::Objects;
 use super::view::{project, Projection};
 use crate::policy::to_rego::to_rego;
 
@@ -19,6 +20,8 @@ use crate::policy::to_rego::to_rego;
 pub struct ClusterDoc {
     pub json: Value,
     projections: Mutex<HashMap<Projection, RegoValue>>,
+    /// Claims, NetworkPolicies and Namespaces, added per request for its namespace.
+    objects: Objects,
 }
 
 /// Distinct selector shapes kept per inventory; more is unusual (every job its own labels),
@@ -30,15 +33,30 @@ impl ClusterDoc {
     pub fn view(&self, input: &RegoValue) -> RegoValue {
         let p = Projection::of(input);
         let mut cache = self.projections.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(v) = cache.get(&p) {
-            return v.clone();
-        }
-        let v = to_rego(&project(&self.json, &p));
-        if cache.len() >= MAX_PROJECTIONS {
-            cache.clear();
-        }
-        cache.insert(p, v.clone());
+        let mut v = match cache.get(&p) {
+            Some(v) => v.clone(),
+            None => {
+                let v = to_rego(&project(&self.json, &p));
+                if cache.len() >= MAX_PROJECTIONS {
+                    cache.clear();
+                }
+                cache.insert(p, v.clone());
+                v
+            }
+        };
+        drop(cache);
+        self.objects.add_to(&mut v, input);
         v
+    }
+
+    /// What could not be read from the inventory's source (left out of it).
+    pub fn problems(&self) -> Vec<String> {
+        let problems = self.json["problems"].as_array().map(Vec::as_slice);
+        problems
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p.as_str().map(str::to_string))
+            .collect()
     }
 }
 
@@ -56,10 +74,16 @@ impl ClusterHandle {
 
     /// Makes `inventory` what every following evaluation sees.
     pub fn publish(&self, inventory: &Inventory) {
-        let json = inventory.summary();
+        let mut json = inventory.summary();
+        let mut problems = Vec::new();
+        let objects = Objects::index(inventory.lists(), &mut problems);
+        if let Some(all) = json["problems"].as_array_mut() {
+            all.extend(problems.into_iter().map(Value::from));
+        }
         let doc = Arc::new(ClusterDoc {
             json,
             projections: Mutex::default(),
+            objects,
         });
         // A poisoned lock only means a publisher panicked mid-swap of an Arc: the value
         // inside is still whole, so keep using it.

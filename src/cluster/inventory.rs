@@ -45,6 +45,15 @@ pub struct Inventory {
     /// Whether `scheduling.k8s.io/v1alpha2` podgroups are served (Kubernetes' native gang,
     /// see [`discovery`](super::discovery)); `None` when nobody asked or the answer is unknown.
     pub native_gang_api: Option<bool>,
+    /// PersistentVolumeClaims (every namespace listed), StorageClasses, NetworkPolicies and
+    /// Namespaces, as JSON; each `None` when unknown (not in the snapshot, not listable), so
+    /// the policies that read it stay silent rather than find every claim missing.
+    pub claims: Option<Vec<Value>>,
+    pub storage_classes: Option<Vec<Value>>,
+    pub network_policies: Option<Vec<Value>>,
+    pub namespaces: Option<Vec<Value>>,
+    /// Items of the source that could not be read: left out, and said here.
+    pub notes: Vec<String>,
     /// Where it came from: `cluster` or the snapshot's path.
     pub source: String,
     /// Why the view may be out of date (the watch is failing), if it may.
@@ -54,7 +63,7 @@ pub struct Inventory {
 impl Inventory {
     /// `data.cluster`: see `policies/README.md` ("Cluster inventory") for the shape.
     pub fn summary(&self) -> Value {
-        let mut problems = Vec::new();
+        let mut problems = self.notes.clone();
         let mut classes: BTreeMap<String, Class> = BTreeMap::new();
         let mut unschedulable = 0;
         for node in &self.nodes {
@@ -76,12 +85,22 @@ impl Inventory {
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
             "kueue": self.kueue(),
             "native_gang_api": self.native_gang_api,
+            "storage_classes": self.storage_classes.as_deref().map(storage_classes),
             "problems": problems,
         })
     }
 }
 
 impl Inventory {
+    /// The namespaced lists, for [`Objects::index`](super::objects::Objects::index).
+    pub fn lists(&self) -> super::objects::Lists<'_> {
+        super::objects::Lists {
+            claims: self.claims.as_deref(),
+            network_policies: self.network_policies.as_deref(),
+            namespaces: self.namespaces.as_deref(),
+        }
+    }
+
     /// Kueue's queues, when its CRDs are installed: ClusterQueues with their quota per
     /// resource (summed over flavors) and whether they admit, LocalQueues as
     /// `<namespace>/<name>` → ClusterQueue.
@@ -354,6 +373,45 @@ fn queues(items: &[Value]) -> Map<String, Value> {
             Some((name.to_string(), summary))
         })
         .collect()
+}
+
+/// The annotation that makes a StorageClass the one a claim without `storageClassName`
+/// gets (and its beta spelling, still honoured by the API server).
+const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+];
+
+/// StorageClasses: each one's provisioner, and the default class (`""` when none). With
+/// several defaults the API server gives new claims the newest, and so does this.
+fn storage_classes(items: &[Value]) -> Value {
+    let text = |item: &Value, field: &str| {
+        item.pointer(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut default: Option<(String, String)> = None;
+    let mut classes = Map::new();
+    for item in items {
+        let name = text(item, "/metadata/name");
+        let is_default = DEFAULT_CLASS_ANNOTATIONS.iter().any(|a| {
+            let annotation = item
+                .pointer("/metadata/annotations")
+                .and_then(|m| m.get(*a));
+            annotation.and_then(Value::as_str) == Some("true")
+        });
+        if is_default {
+            let created = text(item, "/metadata/creationTimestamp");
+            if default.as_ref().is_none_or(|(at, _)| created >= *at) {
+                default = Some((created, name.clone()));
+            }
+        }
+        let provisioner = text(item, "/provisioner");
+        classes.insert(name, json!({"provisioner": provisioner}));
+    }
+    let default = default.map(|(_, name)| name).unwrap_or_default();
+    json!({"default": default, "classes": classes})
 }
 
 /// A resource amount as a number when it is a whole number of units, else as written.

@@ -9,6 +9,8 @@
 pub mod discovery;
 pub mod handle;
 pub mod inventory;
+pub mod objects;
+pub mod selector;
 pub mod snapshot;
 pub mod view;
 pub mod watch;

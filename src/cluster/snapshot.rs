@@ -1,6 +1,8 @@
 //! An inventory from a file, for `gangplank check --cluster FILE` and test cases: what
-//! `kubectl get nodes -o yaml` prints (a `List` of Nodes), optionally with Volcano Queues in
-//! the same list (`kubectl get nodes,queues -o yaml`) or as further YAML documents, and
+//! `kubectl get nodes -o yaml` prints (a `List` of Nodes), optionally with Namespaces,
+//! PersistentVolumeClaims, StorageClasses, NetworkPolicies and Volcano Queues in the same
+//! list (`kubectl get nodes,namespaces,pvc,storageclasses,networkpolicies,queues -A -o
+//! yaml`) or as further YAML documents (a kind not listed is unknown, not empty), and
 //! with the API server's discovery documents (`kubectl get --raw /apis`, an `APIGroupList`,
 //! or `kubectl get --raw /apis/scheduling.k8s.io/v1alpha2`, an `APIResourceList`), which
 //! say whether the native gang API is served.
@@ -36,50 +38,69 @@ pub fn parse(text: &str, source: &str) -> Result<Inventory, String> {
     from_items(items, source)
 }
 
-/// Sorts Nodes and Queues out of `items` (anything else is an error: a wrong file).
+/// The kinds a snapshot may hold, for the error about any other.
+const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, NetworkPolicies, Volcano Queues, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,networkpolicies,queues,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
+
+/// Sorts the items into an inventory. A kind that is not listed stays unknown (`None`).
+/// An item of a known kind that cannot be read is left out and said in `notes` (a bad
+/// Node also marks the inventory stale, so a capacity refusal says it counted without
+/// it); an item of any other kind is an error: the file is not a cluster snapshot.
 pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> {
     let mut inventory = Inventory {
         source: source.to_string(),
         ..Inventory::default()
     };
+    let mut unreadable_nodes = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
         let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default();
-        match kind {
+        let list = match kind {
             "Node" => {
-                let node: Node = serde_json::from_value(item)
-                    .map_err(|e| format!("{source}: item {i} (Node): {e}"))?;
-                inventory.nodes.push(node);
+                match serde_json::from_value::<Node>(item) {
+                    Ok(node) => inventory.nodes.push(node),
+                    Err(e) => {
+                        inventory.notes.push(format!(
+                            "{source}: item {i} (Node) cannot be read: {e}; ignored"
+                        ));
+                        unreadable_nodes.push(i);
+                    }
+                }
+                continue;
             }
-            "Queue" => inventory.volcano_queues.get_or_insert_with(Vec::new).push(item),
-            "ClusterQueue" => inventory
-                .kueue_cluster_queues
-                .get_or_insert_with(Vec::new)
-                .push(item),
-            "LocalQueue" => inventory
-                .kueue_local_queues
-                .get_or_insert_with(Vec::new)
-                .push(item),
-            "ClusterTrainingRuntime" | "TrainingRuntime" => inventory
-                .trainer_runtimes
-                .get_or_insert_with(Vec::new)
-                .push(item),
-            "APIGroupList" => inventory.native_gang_api = Some(lists_native_gang(&item)),
+            "PersistentVolumeClaim" => &mut inventory.claims,
+            "StorageClass" => &mut inventory.storage_classes,
+            "NetworkPolicy" => &mut inventory.network_policies,
+            "Namespace" => &mut inventory.namespaces,
+            "Queue" => &mut inventory.volcano_queues,
+            "ClusterQueue" => &mut inventory.kueue_cluster_queues,
+            "LocalQueue" => &mut inventory.kueue_local_queues,
+            "ClusterTrainingRuntime" | "TrainingRuntime" => &mut inventory.trainer_runtimes,
+            "APIGroupList" => {
+                inventory.native_gang_api = Some(lists_native_gang(&item));
+                continue;
+            }
             "APIResourceList" => {
                 let version = item.get("groupVersion").and_then(Value::as_str);
                 if version == Some(NATIVE_GANG_GROUP_VERSION) {
                     let resources = item.get("resources").and_then(Value::as_array);
-                    let podgroups = resources.into_iter().flatten().any(|r| {
-                        r.get("name").and_then(Value::as_str) == Some("podgroups")
-                    });
+                    let podgroups = resources
+                        .into_iter()
+                        .flatten()
+                        .any(|r| r.get("name").and_then(Value::as_str) == Some("podgroups"));
                     inventory.native_gang_api = Some(podgroups);
                 }
+                continue;
             }
-            other => {
-                return Err(format!(
-                    "{source}: item {i} is a {other:?}; a cluster snapshot holds Nodes, Volcano Queues, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,queues,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)"
-                ))
-            }
+            other => return Err(format!("{source}: item {i} is a {other:?}; {KINDS_HELD}")),
+        };
+        if item.is_object() {
+            list.get_or_insert_with(Vec::new).push(item);
         }
+    }
+    if !unreadable_nodes.is_empty() {
+        inventory.stale = Some(format!(
+            "{} Node item(s) of {source} could not be read and are not counted",
+            unreadable_nodes.len()
+        ));
     }
     Ok(inventory)
 }

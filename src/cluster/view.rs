@@ -53,7 +53,7 @@ impl Projection {
     }
 }
 
-fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {
+pub(super) fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {
     v.as_object().ok()?.get(&RegoValue::from(name))
 }
 

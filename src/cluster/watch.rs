@@ -1,4 +1,5 @@
-//! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes and, when their
+//! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes,
+//! PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces and, when their
 //! CRDs are installed, Volcano Queues and Kueue ClusterQueues and LocalQueues feed caches,
 //! and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
 //! change is published within [`PUBLISH_EVERY`]. When a watch fails, the last good view
@@ -21,6 +22,7 @@ use serde_json::Value;
 use super::discovery::native_gang_api;
 use super::handle::ClusterHandle;
 use super::inventory::Inventory;
+use crate::admission::metrics::Metrics;
 
 /// How often pending changes are summarised and published: well inside the 2 s within
 /// which a node added to the cluster should reach the policies, and at most four summaries
@@ -49,10 +51,15 @@ pub fn kueue_resources() -> [ApiResource; 2] {
 }
 
 fn custom(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    let api_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     ApiResource {
         group: group.into(),
         version: version.into(),
-        api_version: format!("{group}/{version}"),
+        api_version,
         kind: kind.into(),
         plural: plural.into(),
     }
@@ -71,7 +78,7 @@ type Shared = Arc<Mutex<Pending>>;
 type Slot = Arc<Mutex<Option<Store<DynamicObject>>>>;
 
 /// Watches until the process ends, publishing into `handle`.
-pub async fn run(client: kube::Client, handle: ClusterHandle) {
+pub async fn run(client: kube::Client, handle: ClusterHandle, metrics: Arc<Metrics>) {
     let pending: Shared = Arc::default();
     let (nodes, node_writer) = reflector::store::<Node>();
     let node_stream = reflector::reflector(
@@ -82,10 +89,16 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
     tokio::spawn(drive(node_stream, pending.clone(), "Nodes"));
     tokio::spawn(discover(client.clone(), pending.clone()));
     let [cluster_queues, local_queues] = kueue_resources();
+    let [claims, classes, network_policies, namespaces] = storage_and_network_resources();
+    // In this order below: the three queue kinds, then the storage and network kinds.
     let watched = [
         (queue_resource(), "Volcano Queues"),
         (cluster_queues, "Kueue ClusterQueues"),
         (local_queues, "Kueue LocalQueues"),
+        (claims, "PersistentVolumeClaims"),
+        (classes, "StorageClasses"),
+        (network_policies, "NetworkPolicies"),
+        (namespaces, "Namespaces"),
     ];
     let slots: Vec<Slot> = watched
         .into_iter()
@@ -109,28 +122,64 @@ pub async fn run(client: kube::Client, handle: ClusterHandle) {
         };
         let objects = |i: usize| slots.get(i).and_then(read_slot);
         let node_list = nodes.state();
-        let queues: Vec<Option<Vec<Value>>> = (0..3).map(objects).collect();
+        let lists: Vec<Option<Vec<Value>>> = (0..slots.len()).map(objects).collect();
         // Most Node updates are status heartbeats, images or conditions: nothing the
         // summary reads. Summarising costs tens of ms on a big cluster; hashing what it
         // reads is cheap, so unchanged views are not rebuilt.
-        let fingerprint = fingerprint(&node_list, &queues, stale.as_deref(), native_gang_api);
+        let fingerprint = fingerprint(&node_list, &lists, stale.as_deref(), native_gang_api);
         if published == Some(fingerprint) {
             continue;
         }
         published = Some(fingerprint);
-        let mut queues = queues.into_iter();
-        let mut next = || queues.next().flatten();
+        let mut lists = lists.into_iter();
+        let mut next = || lists.next().flatten();
         let inventory = Inventory {
             nodes: node_list.iter().map(|n| (**n).clone()).collect(),
             volcano_queues: next(),
             kueue_cluster_queues: next(),
             kueue_local_queues: next(),
-            trainer_runtimes: None,
+            claims: next(),
+            storage_classes: next(),
+            network_policies: next(),
+            namespaces: next(),
             native_gang_api,
             source: "cluster".into(),
             stale,
+            ..Inventory::default()
         };
         handle.publish(&inventory);
+        report_problems(&handle, &metrics);
+    }
+}
+
+/// PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces (built in, so
+/// always served; a cache stays unknown while the webhook may not list its kind).
+pub fn storage_and_network_resources() -> [ApiResource; 4] {
+    [
+        custom("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+        custom("storage.k8s.io", "v1", "StorageClass", "storageclasses"),
+        custom(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+        ),
+        custom("", "v1", "Namespace", "namespaces"),
+    ]
+}
+
+/// Logs the objects of a new view that could not be read (left out of it), and sets their
+/// count as a metric.
+fn report_problems(handle: &ClusterHandle, metrics: &Metrics) {
+    let Some(doc) = handle.current() else {
+        return;
+    };
+    let problems = doc.problems();
+    metrics.set_inventory_problems(problems.len());
+    if !problems.is_empty() {
+        for problem in problems {
+            tracing::warn!(%problem, "cluster inventory: an object could not be read");
+        }
     }
 }
 
@@ -224,8 +273,9 @@ where
     }
 }
 
-/// Starts the watch of `resource` once its CRD answers; until then its part of
-/// `data.cluster` is null and the rules that read it stay quiet.
+/// Starts the watch of `resource` once it can be listed (its CRD is installed, the webhook
+/// may list it); until then its part of `data.cluster` is null and the rules that read it
+/// stay quiet.
 fn watch_custom(
     client: kube::Client,
     resource: ApiResource,

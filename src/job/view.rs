@@ -117,6 +117,10 @@ pub struct ReplicaView {
     pub tolerations: Vec<Value>,
     pub annotations: Map<String, Value>,
     pub labels: Map<String, Value>,
+    /// The labels every pod of this type will carry: the template's and those its
+    /// controller adds (job name, operator, replica type; MPI v2's job-role; JobSet's names
+    /// for a TrainJob), without the per-pod replica index. NetworkPolicies select on them.
+    pub pod_labels: Map<String, Value>,
     pub containers: Vec<ContainerView>,
     pub init_containers: Vec<ContainerView>,
     /// Index into `containers` of the container the operator configures, if any.
@@ -203,6 +207,7 @@ impl JobView {
             &mut problems,
         );
         let env_names = distinct_env_names(&replicas);
+        let replicas = with_controller_labels(spec, &name, replicas);
         JobView {
             api_version: spec.api_version(),
             kind: spec.kind,
@@ -223,6 +228,30 @@ impl JobView {
             trainer: None,
         }
     }
+}
+
+/// Each replica's `pod_labels`: its template's labels under the labels the training
+/// operators put on every pod (the same as `controller::naming::replica_labels`, less the
+/// replica index and rank 0's job-role, which differ from pod to pod).
+fn with_controller_labels(
+    spec: &'static KindSpec,
+    job: &str,
+    mut replicas: Vec<ReplicaView>,
+) -> Vec<ReplicaView> {
+    use crate::controller::naming::{JOB_NAME, JOB_ROLE, OPERATOR_NAME, REPLICA_TYPE};
+    let mpi_v2 = spec.kind == "MPIJob" && spec.version == "v2beta1";
+    for r in &mut replicas {
+        let type_label = r.replica_type.to_lowercase();
+        let mut labels = r.labels.clone();
+        labels.insert(JOB_NAME.into(), Value::from(job));
+        labels.insert(OPERATOR_NAME.into(), Value::from(spec.operator_name));
+        labels.insert(REPLICA_TYPE.into(), Value::from(type_label.as_str()));
+        if mpi_v2 {
+            labels.insert(JOB_ROLE.into(), Value::from(type_label));
+        }
+        r.pod_labels = labels;
+    }
+    replicas
 }
 
 pub(crate) fn distinct_env_names(replicas: &[ReplicaView]) -> Vec<String> {
@@ -445,6 +474,7 @@ pub fn replica_with_template(
             .unwrap_or_default(),
         annotations: map_at(tmeta.and_then(|m| m.get("annotations"))),
         labels: map_at(tmeta.and_then(|m| m.get("labels"))),
+        pod_labels: Map::new(),
         gpus_per_pod,
         mig_slices_per_pod,
         pod_requests: pod_requests(pod_spec),

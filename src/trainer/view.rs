@@ -178,6 +178,7 @@ fn build(
             if trainjob && job.takes_trainer {
                 trainer_surface(&mut replica);
             }
+            replica.pod_labels = jobset_pod_labels(&replica.labels, &name, &job.name);
             replica
         })
         .collect();
@@ -268,4 +269,20 @@ fn trainer_surface(replica: &mut ReplicaView) {
     if let Some(node) = replica.containers.iter_mut().find(|c| c.name == NODE) {
         node.path = "/spec/trainer".into();
     }
+}
+
+/// The labels a replicatedJob's pods carry: the template's under the two JobSet puts on
+/// every pod it creates (the JobSet is named after the TrainJob).
+fn jobset_pod_labels(
+    template: &serde_json::Map<String, Value>,
+    jobset: &str,
+    replicated_job: &str,
+) -> serde_json::Map<String, Value> {
+    let mut labels = template.clone();
+    labels.insert("jobset.sigs.k8s.io/jobset-name".into(), Value::from(jobset));
+    labels.insert(
+        "jobset.sigs.k8s.io/replicatedjob-name".into(),
+        Value::from(replicated_job),
+    );
+    labels
 }

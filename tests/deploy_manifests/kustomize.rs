@@ -156,7 +156,7 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         );
     }
     // The cluster-inventory variant: the webhook pods get a token and read-only access to
-    // Nodes and Volcano Queues, nothing else.
+    // the inventory's kinds (list/watch), nothing else.
     std::fs::write(
         overlay.path().join("kustomization.yaml"),
         format!(
@@ -173,7 +173,9 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
     assert_eq!(
         role["rules"],
         serde_json::json!([
-            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+            {"apiGroups": [""], "resources": ["nodes", "namespaces", "persistentvolumeclaims"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["list", "watch"]},
             {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": ["list", "watch"]},
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["list", "watch"]},
             {"nonResourceURLs": ["/apis/scheduling.k8s.io/v1alpha2"], "verbs": ["get"]},
