@@ -132,3 +132,35 @@ fn skips_unknown_kinds_and_api_versions() {
         ],
     );
 }
+
+/// A snapshot item that cannot be read (a Node with a malformed allocatable, a claim whose
+/// access modes are not a list, a NetworkPolicy with a bad selector) is a note on stderr and
+/// left out: the job is still decided on the rest, never exit 2.
+#[test]
+fn unreadable_snapshot_items_are_noted_and_left_out() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let snapshot = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &snapshot,
+        r#"apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: broken}, status: {allocatable: 5}}
+- {apiVersion: v1, kind: Node, metadata: {name: gpu-0}, status: {allocatable: {cpu: "96", memory: 1000Gi, pods: "110", nvidia.com/gpu: "8"}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: odd, namespace: default}, spec: {accessModes: ReadWriteOnce}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: odd, namespace: default}, spec: {podSelector: {matchLabels: [a]}}}
+"#,
+    )
+    .expect("write snapshot");
+    let snapshot = snapshot.to_str().expect("UTF-8 path").to_string();
+    let run = check(&["--cluster", &snapshot, &example("pytorchjob-gpu.yaml")], None);
+    assert_ne!(run.code, 2, "{}", run.stderr);
+    for needle in [
+        "note: --cluster: ",
+        "item 0 (Node) cannot be read",
+        "PersistentVolumeClaim default/odd: /spec/accessModes is not a list of access modes; ignored",
+        "NetworkPolicy default/odd: spec.podSelector matchLabels is not an object; ignored",
+    ] {
+        assert!(run.stderr.contains(needle), "{needle:?} in {}", run.stderr);
+    }
+}

@@ -284,6 +284,22 @@ impl ControlPlane {
         object: &Value,
         extra: &[&str],
     ) -> Result<String, String> {
+        let (ok, stdout, stderr) = self.kubectl_apply_output(namespace, object, extra);
+        if ok {
+            Ok(stdout)
+        } else {
+            Err(stderr)
+        }
+    }
+
+    /// As [`ControlPlane::kubectl_apply`]: whether it succeeded, stdout and stderr (where
+    /// kubectl prints the webhooks' warnings, success or not).
+    pub fn kubectl_apply_output(
+        &self,
+        namespace: Option<&str>,
+        object: &Value,
+        extra: &[&str],
+    ) -> (bool, String, String) {
         let name = object["metadata"]["name"].as_str().unwrap_or("object");
         let kind = object["kind"].as_str().unwrap_or("object");
         let file = self.file(&format!(
@@ -307,11 +323,7 @@ impl ControlPlane {
             .expect("run kubectl");
         let stdout = String::from_utf8_lossy(&output.stdout).to_string();
         let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-        if output.status.success() {
-            Ok(stdout)
-        } else {
-            Err(stderr)
-        }
+        (output.status.success(), stdout, stderr)
     }
 
     /// A path in the control plane's temp dir.
