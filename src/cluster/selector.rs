@@ -92,9 +92,11 @@ fn expression(e: &Value) -> Result<Term, String> {
         "NotIn" => Term::NotIn(key, values),
         "Exists" => Term::Exists(key),
         "DoesNotExist" => Term::DoesNotExist(key),
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "matchExpressions {key}: operator {other:?} is not In, NotIn, Exists or DoesNotExist"
-        )),
+        ))
+        }
     })
 }
 

@@ -153,7 +153,10 @@ items:
     )
     .expect("write snapshot");
     let snapshot = snapshot.to_str().expect("UTF-8 path").to_string();
-    let run = check(&["--cluster", &snapshot, &example("pytorchjob-gpu.yaml")], None);
+    let run = check(
+        &["--cluster", &snapshot, &example("pytorchjob-gpu.yaml")],
+        None,
+    );
     assert_ne!(run.code, 2, "{}", run.stderr);
     for needle in [
         "note: --cluster: ",
