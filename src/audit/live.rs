@@ -108,11 +108,7 @@ async fn listable(
     resource: &ApiResource,
     what: &str,
 ) -> Result<Option<Vec<Value>>, String> {
-    match list_json(client, resource).await {
-        Ok(items) => Ok(Some(items)),
-        Err(kube::Error::Api(status)) if status.code == 403 || status.code == 404 => Ok(None),
-        Err(e) => Err(format!("cannot list {what}: {}", crate::error_chain(&e))),
-    }
+    listed(client, resource, what, &[403, 404]).await
 }
 
 /// Every object of a custom resource, as JSON; `None` when its CRD is not installed.
@@ -121,9 +117,19 @@ async fn custom(
     resource: &ApiResource,
     what: &str,
 ) -> Result<Option<Vec<Value>>, String> {
+    listed(client, resource, what, &[404]).await
+}
+
+/// Every object of `resource`; `None` when the API server answers one of `unknown_on`.
+async fn listed(
+    client: &kube::Client,
+    resource: &ApiResource,
+    what: &str,
+    unknown_on: &[u16],
+) -> Result<Option<Vec<Value>>, String> {
     match list_json(client, resource).await {
         Ok(items) => Ok(Some(items)),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(kube::Error::Api(status)) if unknown_on.contains(&status.code) => Ok(None),
         Err(e) => Err(format!("cannot list {what}: {}", crate::error_chain(&e))),
     }
 }
