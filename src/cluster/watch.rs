@@ -285,11 +285,17 @@ fn watch_custom(
     move |slot| {
         Box::pin(async move {
             let api: Api<DynamicObject> = Api::all_with(client, &resource);
+            let mut said_forbidden = false;
             loop {
                 match api.list_metadata(&ListParams::default().limit(1)).await {
                     Ok(_) => break,
                     Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(e) => tracing::debug!(error = %e, what, "CRD not readable yet"),
+                    // Said once: a platform may keep a kind from the webhook on purpose.
+                    Err(kube::Error::Api(status)) if status.code == 403 && !said_forbidden => {
+                        said_forbidden = true;
+                        tracing::warn!(what, "the webhook may not list these (RBAC): the policies that read them stay silent until it may (see deploy/cluster-inventory)");
+                    }
+                    Err(e) => tracing::debug!(error = %e, what, "not listable yet"),
                 }
                 tokio::time::sleep(CRD_RECHECK).await;
             }
