@@ -289,10 +289,10 @@ ipblock_rule(dir, names) if {
 	is_object(peer.ipBlock)
 }
 
-note(dir, names, peers) := sprintf(" (rules open only %s)", [concat(", ", ports)]) if {
+note(dir, names, peers) := sprintf("; only %s open", [concat(", ", ports)]) if {
 	ports := some_ports(dir, names, peers)
 	count(ports) > 0
-} else := " (ipBlocks do not count for pod IPs)" if {
+} else := "; ipBlocks do not count for pods" if {
 	ipblock_rule(dir, names)
 } else := ""
 
@@ -314,13 +314,15 @@ findings contains {"path": members[min(isolated)].podSpecPath, "msg": msg} if {
 	msg := message(dir, names, types(isolated), types(peers), note(dir, names, peers))
 }
 
-policies_named(names) := sprintf("NetworkPolicy %s isolates", names) if count(names) == 1
+policies_named(names) := sprintf("NetworkPolicy %s keeps", names) if count(names) == 1
 
-else := sprintf("NetworkPolicies %s isolate", [concat(", ", names)])
+else := sprintf("NetworkPolicies %s keep", [concat(", ", names)])
 
-message(dir, names, isolated, peers, note) := sprintf("%s %s pods (ingress): no rule lets %s pods reach them on all ports%s; allow podSelector %s=%s, or ranks hang at rendezvous%s", [policies_named(names), isolated, peers, note, job_label, job_label_value, lib.inventory_stale_note]) if dir == "ingress"
+# Short (kubectl shows warnings, and the API server may cut those over 256 characters): the
+# policy, who cannot reach whom, the consequence, the fix.
+message(dir, names, isolated, peers, note) := sprintf("%s %s pods from reaching %s pods (ingress%s): ranks hang at rendezvous; allow every port from podSelector %s=%s%s", [policies_named(names), peers, isolated, note, job_label, job_label_value, lib.inventory_stale_note]) if dir == "ingress"
 
-message(dir, names, isolated, peers, note) := sprintf("%s %s pods (egress): no rule lets them reach %s pods on all ports%s; allow podSelector %s=%s, or ranks hang at rendezvous%s", [policies_named(names), isolated, peers, note, job_label, job_label_value, lib.inventory_stale_note]) if dir == "egress"
+message(dir, names, isolated, peers, note) := sprintf("%s %s pods from reaching %s pods (egress%s): ranks hang at rendezvous; allow every port to podSelector %s=%s%s", [policies_named(names), isolated, peers, note, job_label, job_label_value, lib.inventory_stale_note]) if dir == "egress"
 
 violation contains f if {
 	params.refuse == true
