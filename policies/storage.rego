@@ -18,8 +18,8 @@
 # ephemeral volumes (one claim per pod) are fine. Reads data.cluster.claims (the job's
 # namespace's) and data.cluster.storage_classes: silent when the claims are not known
 # (offline, or a snapshot without PersistentVolumeClaims); (2) is silent when the classes are
-# not known, and messages then say the class as the claim names it. TrainJobs are not judged
-# yet: lib.raw_pod_spec reads input.object, and a TrainJob's pod specs come from its runtime.
+# not known, and messages then say the class as the claim names it. A TrainJob is judged on
+# its pods as its runtime renders them.
 package gangplank.policies.storage
 
 import rego.v1
@@ -64,61 +64,24 @@ classes := data.cluster.storage_classes
 
 provisioner_modes := object.union(params.provisionerModes, params.extraProvisionerModes)
 
-# Every persistentVolumeClaim volume of the job's pod templates, one entry per volume entry.
+# Every persistentVolumeClaim volume of the job's pod templates, one entry per volume entry
+# (r.claimVolumes: read from the pod spec the pods will run, a TrainJob's runtime included).
 # Empty when the claims are not known, so that nothing below says anything: an inventory
 # without PersistentVolumeClaims would otherwise call every claim missing.
 uses := [u |
 	is_object(claims)
 	some r in input.job.replicas
-	spec := lib.raw_pod_spec(r)
-	volumes := object.get(spec, "volumes", [])
-	is_array(volumes)
-	some i, v in volumes
-	is_object(v)
-	source := v.persistentVolumeClaim
-	is_object(source)
-	name := source.claimName
-	is_string(name)
-	name != ""
-	volume := v.name
-	is_string(volume)
+	some v in r.claimVolumes
 	u := {
-		"claim": name,
+		"claim": v.claimName,
 		"key": r.key,
 		"type": r.type,
-		"path": sprintf("%s/volumes/%d", [r.podSpecPath, i]),
-		"claimReadOnly": object.get(source, "readOnly", false) == true,
-		"writers": count(writers(spec, volume)),
-		"block": count(devices(spec, volume)) > 0,
+		"path": sprintf("%s/volumes/%d", [r.podSpecPath, v.index]),
+		"claimReadOnly": v.readOnly,
+		# Mounts without readOnly: true, and every raw block device (no read-only flag).
+		"writers": v.writableMounts + v.devices,
+		"block": v.devices > 0,
 	}
-]
-
-# The volumeMounts of `volume` in the containers and init containers of `spec`, and its
-# volumeDevices, that may write to it: mounts without readOnly: true, and every device (raw
-# block devices have no read-only flag).
-writers(spec, volume) := array.concat(
-	[m |
-		some m in volume_refs(spec, "volumeMounts", volume)
-		object.get(m, "readOnly", false) != true
-	],
-	devices(spec, volume),
-)
-
-devices(spec, volume) := volume_refs(spec, "volumeDevices", volume)
-
-# The entries of list `field` (volumeMounts or volumeDevices) of every container and init
-# container of `spec` that name `volume`.
-volume_refs(spec, field, volume) := [m |
-	some list in ["containers", "initContainers"]
-	cs := object.get(spec, list, [])
-	is_array(cs)
-	some c in cs
-	is_object(c)
-	ms := object.get(c, field, [])
-	is_array(ms)
-	some m in ms
-	is_object(m)
-	m.name == volume
 ]
 
 claim_names := {u.claim | some u in uses}

@@ -614,3 +614,86 @@ fn trainer_runtimes_with_tags_and_the_trainjobs_on_them_are_listed() {
         "{trainjob_findings:#?}"
     );
 }
+
+/// The storage and network policies in an audit: a stored job that shares a ReadWriteOnce
+/// claim is refused naming it, and every job of a namespace isolated by a NetworkPolicy is
+/// warned naming the policy; the snapshot holds claims and NetworkPolicies as `kubectl get
+/// pvc,networkpolicies -A -o yaml` prints them.
+#[test]
+fn stored_jobs_are_judged_on_their_claims_and_network_policies() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let jobs = dir.path().join("jobs");
+    std::fs::create_dir(&jobs).expect("jobs dir");
+    let mut shared = pytorch_job("llm", "shares-scratch", 1, 2, "8");
+    for r in ["Master", "Worker"] {
+        let spec = &mut shared["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
+        spec["volumes"] =
+            json!([{"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}}]);
+        spec["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    }
+    write(&jobs, "shared.yaml", &yaml(&shared));
+    write(
+        &jobs,
+        "plain.yaml",
+        &yaml(&pytorch_job("llm", "plain", 1, 2, "8")),
+    );
+    let inventory = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": "scratch", "namespace": "llm"},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3"},
+         "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "deny-all", "namespace": "llm"},
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}},
+    ]});
+    let inventory = write(dir.path(), "inventory.yaml", &yaml(&inventory));
+    let run = audit(
+        &[
+            arg(&jobs),
+            "--cluster-snapshot",
+            arg(&inventory),
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(run.code, 1, "{}", run.output());
+    let doc = json_of(&run);
+    let findings = |name: &str| -> Vec<(String, String, String)> {
+        let job = doc["jobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|j| j["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {doc:#}"));
+        job["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                (text("policy"), text("action"), text("message"))
+            })
+            .collect()
+    };
+    let shared = findings("shares-scratch");
+    assert!(
+        shared.iter().any(|(p, a, m)| p == "storage"
+            && a == "deny"
+            && m.contains("scratch")
+            && m.contains("ReadWriteOnce")),
+        "{shared:?}"
+    );
+    for name in ["shares-scratch", "plain"] {
+        let found = findings(name);
+        assert!(
+            found
+                .iter()
+                .any(|(p, a, m)| p == "network" && a == "warn" && m.contains("deny-all")),
+            "{name}: {found:?}"
+        );
+    }
+    let plain = findings("plain");
+    assert!(plain.iter().all(|(p, _, _)| p != "storage"), "{plain:?}");
+}

@@ -9,6 +9,7 @@ pub mod naming;
 pub mod quantity;
 pub mod requests;
 pub mod view;
+pub mod volumes;
 
 pub use kinds::{lookup, KindSpec, Role};
 pub use view::JobView;

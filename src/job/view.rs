@@ -19,6 +19,7 @@ use super::kinds::{KindSpec, ReplicaType};
 use super::naming::pod_name;
 use super::quantity::{gpu_resources, GpuResource};
 use super::requests::pod_requests;
+use super::volumes::{claim_volumes, ClaimVolumeView};
 use crate::pointer;
 
 /// Placeholder for the five random characters the apiserver appends to `generateName`.
@@ -121,6 +122,8 @@ pub struct ReplicaView {
     /// controller adds (job name, operator, replica type; MPI v2's job-role; JobSet's names
     /// for a TrainJob), without the per-pod replica index. NetworkPolicies select on them.
     pub pod_labels: Map<String, Value>,
+    /// The pod's PersistentVolumeClaim volumes and how its containers use them.
+    pub claim_volumes: Vec<ClaimVolumeView>,
     pub containers: Vec<ContainerView>,
     pub init_containers: Vec<ContainerView>,
     /// Index into `containers` of the container the operator configures, if any.
@@ -475,6 +478,7 @@ pub fn replica_with_template(
         annotations: map_at(tmeta.and_then(|m| m.get("annotations"))),
         labels: map_at(tmeta.and_then(|m| m.get("labels"))),
         pod_labels: Map::new(),
+        claim_volumes: claim_volumes(pod_spec),
         gpus_per_pod,
         mig_slices_per_pod,
         pod_requests: pod_requests(pod_spec),

@@ -1,7 +1,8 @@
 //! Writes the seed corpus of every fuzz target from the crate's own inputs: the manifests
 //! of `examples/`, the upstream corpus beside the project (`../shared/corpus`, when there),
 //! the AdmissionReviews of `tests/data/admission/`, `policies/params.yaml` and the parameter
-//! overlays of the policy case files. `seed <out dir> [corpus dir...]`.
+//! overlays of the policy case files, and the cluster snapshots of the policy cases.
+//! `seed <out dir> [corpus dir...]`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -83,6 +84,21 @@ fn main() {
     for image in images.iter().filter(|i| !i.is_empty()) {
         seeds.add("oci_reference", image.as_bytes());
     }
+    // cluster_snapshot: the snapshot files of the policy cases, and each `cluster:` list of
+    // a case file as the List kubectl would print.
+    for file in files(&repo.join("policies/tests")) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        if file.parent().is_some_and(|d| d.ends_with("clusters")) {
+            seeds.add("cluster_snapshot", text.as_bytes());
+            continue;
+        }
+        for items in cluster_lists(&text) {
+            let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+            seeds.add("cluster_snapshot", list.to_string().as_bytes());
+        }
+    }
     for text in params_texts(&repo.join("policies")) {
         seeds.add("params_yaml", text.as_bytes());
     }
@@ -145,6 +161,18 @@ fn review_of(uid: &str, object: &Value) -> Value {
             "object": object,
         }
     })
+}
+
+/// The `cluster:` lists of a case file: the file's own and each case's.
+fn cluster_lists(text: &str) -> Vec<Value> {
+    let Ok(doc) = yaml_serde::from_str::<Value>(text) else {
+        return Vec::new();
+    };
+    let cases = doc.get("cases").and_then(Value::as_array);
+    std::iter::once(&doc)
+        .chain(cases.into_iter().flatten())
+        .filter_map(|d| d.get("cluster").filter(|c| c.is_array()).cloned())
+        .collect()
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
