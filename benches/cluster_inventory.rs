@@ -2,17 +2,23 @@
 //! (1 Master + 8 Workers, 8 GPUs each, sidecars, env, mounts) without an inventory and with a
 //! 5,000-node one — 250 node classes (racks of 20 nodes, a `rack` label each) and the worst
 //! case of 5,000 classes (a label unique to every node) — plus what publishing a 5,000-node
-//! inventory costs and what the node cache holds in memory. Figures and the command are in
+//! inventory costs and what the node cache holds in memory; and the same job in a namespace
+//! crowded with 2,000 claims and 2,000 NetworkPolicies (the storage and network policies'
+//! inventory). Figures and the command are in
 //! BENCHMARKS.md.
 
 use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, Criterion};
+use std::sync::Arc;
+
+use gangplank::cluster::objects::{Cached, Incremental};
 use gangplank::cluster::{ClusterHandle, Inventory};
 use gangplank::policy::PolicySet;
 use gangplank::review::{self, Input};
 use k8s_openapi::api::core::v1::Node;
+use kube::api::DynamicObject;
 use serde_json::{json, Value};
 
 #[global_allocator]
@@ -68,6 +74,62 @@ fn inventory(rack_size: usize) -> Inventory {
     }
 }
 
+/// Claims and NetworkPolicies per namespace in the crowded-namespace benchmark.
+const CROWD: usize = 2_000;
+
+/// The 5,000-node inventory (250 classes) with a crowded job namespace: `CROWD` claims
+/// (the job's three among them, shareable as the job mounts them) and `CROWD`
+/// NetworkPolicies, every one selecting other apps but one that lets the job's pods reach
+/// each other; plus the same again in 50 other namespaces, Namespaces and StorageClasses.
+fn crowded_inventory() -> Inventory {
+    let mut inventory = inventory(20);
+    let mut claims = Vec::new();
+    let mut policies = Vec::new();
+    let mut namespaces = Vec::new();
+    for n in 0..51 {
+        let ns = if n == 0 {
+            "team-vision".to_string()
+        } else {
+            format!("team-{n}")
+        };
+        namespaces.push(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns, "team": ns}}}));
+        let per_namespace = if n == 0 { CROWD } else { CROWD / 10 };
+        for i in 0..per_namespace {
+            let (name, mode) = match i {
+                0 => ("llama-corpus".to_string(), "ReadOnlyMany"),
+                1 => ("llama-checkpoints".to_string(), "ReadWriteMany"),
+                2 => ("hf-cache".to_string(), "ReadWriteMany"),
+                _ => (format!("data-{i}"), "ReadWriteOnce"),
+            };
+            claims.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": ns, "labels": {"app": format!("web-{i}")}},
+                "spec": {"accessModes": [mode], "storageClassName": "fast",
+                    "resources": {"requests": {"storage": "100Gi"}}, "volumeName": format!("pv-{n}-{i}")},
+                "status": {"phase": "Bound", "accessModes": [mode], "capacity": {"storage": "100Gi"}}}));
+            let selected = if i == 0 {
+                json!({"matchLabels": {"app": "llama-finetune"}})
+            } else {
+                json!({"matchLabels": {"app": format!("web-{i}")}, "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["frontend", "api"]}]})
+            };
+            policies.push(json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": format!("policy-{i}"), "namespace": ns},
+                "spec": {"podSelector": selected.clone(), "policyTypes": ["Ingress", "Egress"],
+                    "ingress": [{"from": [{"podSelector": selected.clone()}]}],
+                    "egress": [{"to": [{"podSelector": selected}]},
+                        {"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                         "ports": [{"protocol": "UDP", "port": 53}]}]}}));
+        }
+    }
+    inventory.claims = Some(claims);
+    inventory.network_policies = Some(policies);
+    inventory.namespaces = Some(namespaces);
+    inventory.storage_classes = Some(vec![json!({"apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "filestore.csi.storage.gke.io"})]);
+    inventory
+}
+
 /// Resident set size of this process, in KiB (Linux).
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -85,11 +147,14 @@ fn cluster_inventory(c: &mut Criterion) {
     let with_racks = policies().with_cluster(racks);
     let unique = ClusterHandle::fixed(&inventory(1));
     let with_unique = policies().with_cluster(unique);
-    for set in [&without, &with_racks, &with_unique] {
+    let crowded = crowded_inventory();
+    let with_crowd = policies().with_cluster(ClusterHandle::fixed(&crowded));
+    for set in [&without, &with_racks, &with_unique, &with_crowd] {
         let decision = review::review(set, &input).expect("decides");
         assert!(decision.allowed(), "{:?}", decision.violations);
     }
     let mut g = c.benchmark_group("cluster inventory");
+    let crowd_handle = ClusterHandle::default();
     g.bench_function("review, no inventory", |b| {
         b.iter(|| review::review(black_box(&without), black_box(&input)))
     });
@@ -99,12 +164,64 @@ fn cluster_inventory(c: &mut Criterion) {
     g.bench_function("review, 5000 nodes in 5000 classes", |b| {
         b.iter(|| review::review(black_box(&with_unique), black_box(&input)))
     });
+    g.bench_function(
+        "review, 5000 nodes in 250 classes, 2000 claims and 2000 NetworkPolicies in the namespace",
+        |b| b.iter(|| review::review(black_box(&with_crowd), black_box(&input))),
+    );
     let nodes = inventory(20);
     let handle = ClusterHandle::default();
     g.sample_size(10);
     g.bench_function("publish a 5000-node inventory", |b| {
         b.iter(|| handle.publish(black_box(&nodes)))
     });
+    g.bench_function(
+        "publish 5000 nodes with 12000 claims and 12000 NetworkPolicies in 51 namespaces",
+        |b| b.iter(|| crowd_handle.publish(black_box(&crowded))),
+    );
+    // The watch's path: the caches hold DynamicObjects; a claim changed re-indexes its
+    // namespace only.
+    let cached = |items: &Option<Vec<Value>>| -> Vec<Arc<DynamicObject>> {
+        let items = items.iter().flatten().enumerate();
+        items
+            .map(|(i, item)| {
+                let mut item = item.clone();
+                item["metadata"]["resourceVersion"] = json!(i.to_string());
+                Arc::new(serde_json::from_value(item).expect("DynamicObject"))
+            })
+            .collect()
+    };
+    let (claims, netpols) = (cached(&crowded.claims), cached(&crowded.network_policies));
+    g.bench_function(
+        "watch: index 12000 claims and 12000 NetworkPolicies (first list)",
+        |b| {
+            b.iter(|| {
+                Incremental::default().update(&Cached {
+                    claims: Some(&claims),
+                    network_policies: Some(&netpols),
+                    namespaces: None,
+                })
+            })
+        },
+    );
+    let mut incremental = Incremental::default();
+    let mut changed = claims.clone();
+    let mut version = 0u64;
+    g.bench_function(
+        "watch: update after one claim changed (12000 claims, 12000 NetworkPolicies cached)",
+        |b| {
+            b.iter(|| {
+                version += 1;
+                let mut one = (*changed[7]).clone();
+                one.metadata.resource_version = Some(format!("v{version}"));
+                changed[7] = Arc::new(one);
+                incremental.update(&Cached {
+                    claims: Some(&changed),
+                    network_policies: Some(&netpols),
+                    namespaces: None,
+                })
+            })
+        },
+    );
     // The first review of a selector shape after a publish builds that projection.
     let cold = policies().with_cluster(handle.clone());
     g.bench_function(

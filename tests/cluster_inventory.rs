@@ -387,3 +387,67 @@ items:
 fn inventory_of_nodes() -> Inventory {
     inventory(gpu_nodes("a100", 2, "NVIDIA-A100-SXM4-80GB", "8"))
 }
+
+/// The watch's incremental index: a claim changed (a new resourceVersion) is seen at the
+/// next update, a namespace whose claims are all gone has none, and a kind the caches do
+/// not list is unknown (null) in the view.
+#[test]
+fn the_incremental_index_follows_the_watch_caches() {
+    use gangplank::cluster::objects::{Cached, Incremental};
+    use kube::api::DynamicObject;
+    use std::sync::Arc;
+    let claim = |ns: &str, name: &str, version: &str, mode: &str| -> Arc<DynamicObject> {
+        Arc::new(
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": ns, "resourceVersion": version},
+                "spec": {"accessModes": [mode]}}))
+            .unwrap_or_else(|e| panic!("{e}")),
+        )
+    };
+    let handle = ClusterHandle::fixed(&inventory_of_nodes());
+    let input = gang_of(2);
+    let claims_seen = |handle: &ClusterHandle| -> Value {
+        let doc = handle.current().expect("published");
+        let view = doc.view(&input.rego_input_for(&input.object));
+        let cluster: Value = serde_json::from_str(&view.to_json_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        cluster["claims"].clone()
+    };
+    let mut incremental = Incremental::default();
+    let mut update = |claims: Option<&[Arc<DynamicObject>]>| {
+        handle.publish_objects(incremental.update(&Cached {
+            claims,
+            network_policies: None,
+            namespaces: None,
+        }));
+    };
+    let first = [
+        claim("team-a", "data", "1", "ReadWriteOnce"),
+        claim("team-b", "x", "1", "ReadWriteOnce"),
+    ];
+    update(Some(&first));
+    assert_eq!(
+        claims_seen(&handle)["data"]["accessModes"],
+        json!(["ReadWriteOnce"])
+    );
+    let changed = [
+        claim("team-b", "x", "1", "ReadWriteOnce"),
+        claim("team-a", "data", "2", "ReadWriteMany"),
+    ];
+    update(Some(&changed));
+    assert_eq!(
+        claims_seen(&handle)["data"]["accessModes"],
+        json!(["ReadWriteMany"])
+    );
+    update(Some(&changed[..1]));
+    assert_eq!(claims_seen(&handle), json!({}), "team-a has no claims left");
+    update(None);
+    assert_eq!(
+        claims_seen(&handle),
+        Value::Null,
+        "claims not listed: unknown"
+    );
+    // The node summary published before is kept by every objects publish.
+    let doc = handle.current().expect("published");
+    assert_eq!(doc.json["node_count"], 2);
+}

@@ -18,10 +18,11 @@ use crate::policy::to_rego::to_rego;
 /// projections (see [`view`](super::view)), each converted once per selector shape.
 #[derive(Debug)]
 pub struct ClusterDoc {
-    pub json: Value,
-    projections: Mutex<HashMap<Projection, RegoValue>>,
+    pub json: Arc<Value>,
+    /// Shared by the docs of one summary: new objects do not cost the projections.
+    projections: Arc<Mutex<HashMap<Projection, RegoValue>>>,
     /// Claims, NetworkPolicies and Namespaces, added per request for its namespace.
-    objects: Objects,
+    objects: Arc<Objects>,
 }
 
 /// Distinct selector shapes kept per inventory; more is unusual (every job its own labels),
@@ -52,10 +53,13 @@ impl ClusterDoc {
     /// What could not be read from the inventory's source (left out of it).
     pub fn problems(&self) -> Vec<String> {
         let problems = self.json["problems"].as_array().map(Vec::as_slice);
-        problems
+        let summary = problems
             .unwrap_or_default()
             .iter()
-            .filter_map(|p| p.as_str().map(str::to_string))
+            .filter_map(Value::as_str);
+        summary
+            .map(str::to_string)
+            .chain(self.objects.problems().iter().cloned())
             .collect()
     }
 }
@@ -74,21 +78,50 @@ impl ClusterHandle {
 
     /// Makes `inventory` what every following evaluation sees.
     pub fn publish(&self, inventory: &Inventory) {
-        let mut json = inventory.summary();
-        let mut problems = Vec::new();
-        let objects = Objects::index(inventory.lists(), &mut problems);
-        if let Some(all) = json["problems"].as_array_mut() {
-            all.extend(problems.into_iter().map(Value::from));
-        }
-        let doc = Arc::new(ClusterDoc {
-            json,
-            projections: Mutex::default(),
+        let objects = Arc::new(Objects::index(inventory.lists()));
+        self.swap(|_| ClusterDoc {
+            json: Arc::new(inventory.summary()),
+            projections: Arc::default(),
             objects,
         });
+    }
+
+    /// Publishes `inventory`'s summary (Nodes, queues, StorageClasses), keeping the
+    /// namespaced objects the watch published last ([`ClusterHandle::publish_objects`]).
+    pub fn publish_nodes(&self, inventory: &Inventory) {
+        let json = Arc::new(inventory.summary());
+        self.swap(|current| ClusterDoc {
+            json,
+            projections: Arc::default(),
+            objects: current.map(|d| d.objects.clone()).unwrap_or_default(),
+        });
+    }
+
+    /// Publishes new namespaced objects, keeping the summary (and its projections).
+    pub fn publish_objects(&self, objects: Objects) {
+        let objects = Arc::new(objects);
+        self.swap(|current| match current {
+            Some(doc) => ClusterDoc {
+                json: doc.json.clone(),
+                projections: doc.projections.clone(),
+                objects,
+            },
+            None => ClusterDoc {
+                json: Arc::new(Inventory::default().summary()),
+                projections: Arc::default(),
+                objects,
+            },
+        });
+    }
+
+    /// Replaces the doc with `next(current)` under the write lock, so that two publishers
+    /// never lose each other's part.
+    fn swap(&self, next: impl FnOnce(Option<&ClusterDoc>) -> ClusterDoc) {
         // A poisoned lock only means a publisher panicked mid-swap of an Arc: the value
         // inside is still whole, so keep using it.
         let mut slot = self.0.write().unwrap_or_else(|e| e.into_inner());
-        *slot = Some(doc);
+        let doc = next(slot.as_deref());
+        *slot = Some(Arc::new(doc));
     }
 
     /// The inventory evaluations see now, if any.

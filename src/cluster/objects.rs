@@ -9,10 +9,14 @@
 //! from the snapshot, not listable) is `null`, never empty: the policy that needs it stays
 //! silent instead of warning about every job.
 //!
-//! Entry points: [`Objects::index`] and [`Objects::add_to`].
+//! Entry points: [`Objects::index`] (a snapshot), [`Incremental::update`] (the watch) and
+//! [`Objects::add_to`] (a request).
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
+use kube::api::DynamicObject;
 use regorus::Value as RegoValue;
 use serde_json::{json, Value};
 
@@ -26,9 +30,11 @@ pub struct Objects {
     /// Namespace → `{claim name: claim}`; `None` when claims are unknown.
     claims: Option<HashMap<String, RegoValue>>,
     /// Namespace → its NetworkPolicies; `None` when they are unknown.
-    network_policies: Option<HashMap<String, Vec<NetworkPolicy>>>,
+    network_policies: Option<HashMap<String, Arc<Vec<NetworkPolicy>>>>,
     /// Namespace name → its labels; `None` when Namespaces are unknown.
     namespaces: Option<HashMap<String, RegoValue>>,
+    /// Objects that could not be read, left out.
+    problems: Vec<String>,
 }
 
 /// A NetworkPolicy: its pod selector, parsed for the index, and `{name, spec}` for policies.
@@ -46,15 +52,30 @@ pub struct Lists<'a> {
 }
 
 impl Objects {
-    /// Indexes `lists`; an object that cannot be read is left out and said in `problems`.
-    pub fn index(lists: Lists<'_>, problems: &mut Vec<String>) -> Objects {
-        Objects {
-            claims: lists.claims.map(|items| claims(items, problems)),
-            network_policies: lists
-                .network_policies
-                .map(|items| network_policies(items, problems)),
-            namespaces: lists.namespaces.map(|items| namespaces(items, problems)),
-        }
+    /// Indexes `lists`; an object that cannot be read is left out and said in
+    /// [`Objects::problems`].
+    pub fn index(lists: Lists<'_>) -> Objects {
+        let mut problems = Vec::new();
+        let mut objects = Objects {
+            claims: lists.claims.map(|items| claims(items, &mut problems)),
+            network_policies: lists.network_policies.map(|items| {
+                network_policies(items, &mut problems)
+                    .into_iter()
+                    .map(|(ns, list)| (ns, Arc::new(list)))
+                    .collect()
+            }),
+            namespaces: lists
+                .namespaces
+                .map(|items| namespaces(items, &mut problems)),
+            problems: Vec::new(),
+        };
+        objects.problems = problems;
+        objects
+    }
+
+    /// What could not be read (and is left out).
+    pub fn problems(&self) -> &[String] {
+        &self.problems
     }
 
     /// Adds `namespace`, `claims` and `network_policies` for the request `input` to its
@@ -81,7 +102,7 @@ impl Objects {
                 let selecting = all
                     .get(namespace)
                     .into_iter()
-                    .flatten()
+                    .flat_map(|list| list.iter())
                     .filter(|p| pods.iter().any(|labels| p.selects.matches(labels)))
                     .map(|p| p.doc.clone())
                     .collect::<Vec<_>>();
@@ -252,5 +273,151 @@ fn pod_labels(input: &RegoValue) -> Vec<BTreeMap<&str, &str>> {
                 })
                 .collect()
         })
+        .collect()
+}
+
+/// Keeps [`Objects`] current from the watch caches: a namespace's claims and
+/// NetworkPolicies are converted again only when one of them changed (by name and
+/// resourceVersion), so a cluster with tens of thousands of them pays for the namespaces
+/// that moved, not for all of them, on each publish.
+#[derive(Default)]
+pub struct Incremental {
+    claims: HashMap<String, Indexed<RegoValue>>,
+    network_policies: HashMap<String, Indexed<Arc<Vec<NetworkPolicy>>>>,
+    namespaces: Option<Indexed<HashMap<String, RegoValue>>>,
+}
+
+/// One namespace's index, the fingerprint of the objects it was built from, and what could
+/// not be read of them.
+struct Indexed<T> {
+    fingerprint: u64,
+    index: T,
+    problems: Vec<String>,
+}
+
+/// The watch caches' objects of each kind; `None` for a kind that is not listed (yet).
+pub struct Cached<'a> {
+    pub claims: Option<&'a [Arc<DynamicObject>]>,
+    pub network_policies: Option<&'a [Arc<DynamicObject>]>,
+    pub namespaces: Option<&'a [Arc<DynamicObject>]>,
+}
+
+impl Incremental {
+    /// The objects of `cached`, re-indexing what changed since the last call.
+    pub fn update(&mut self, cached: &Cached<'_>) -> Objects {
+        let claims = cached.claims.map(|objects| {
+            refresh(&mut self.claims, objects, |items, problems| {
+                claims(items, problems).into_values().next()
+            })
+        });
+        let network_policies = cached.network_policies.map(|objects| {
+            refresh(&mut self.network_policies, objects, |items, problems| {
+                network_policies(items, problems)
+                    .into_values()
+                    .next()
+                    .map(Arc::new)
+            })
+        });
+        let namespaces = cached.namespaces.map(|objects| {
+            let mut objects: Vec<&DynamicObject> = objects.iter().map(|o| &**o).collect();
+            objects.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            let fingerprint = fingerprint(objects.iter().copied());
+            let stale = self.namespaces.as_ref().map(|n| n.fingerprint) != Some(fingerprint);
+            if stale {
+                let mut problems = Vec::new();
+                let index = namespaces(&as_values(objects.iter().copied()), &mut problems);
+                self.namespaces = Some(Indexed {
+                    fingerprint,
+                    index,
+                    problems,
+                });
+            }
+            self.namespaces
+                .as_ref()
+                .map(|n| n.index.clone())
+                .unwrap_or_default()
+        });
+        let mut problems: Vec<String> = Vec::new();
+        if cached.claims.is_some() {
+            problems.extend(
+                self.claims
+                    .values()
+                    .flat_map(|i| i.problems.iter().cloned()),
+            );
+        }
+        if cached.network_policies.is_some() {
+            let policies = self.network_policies.values();
+            problems.extend(policies.flat_map(|i| i.problems.iter().cloned()));
+        }
+        if let (Some(_), Some(n)) = (cached.namespaces, &self.namespaces) {
+            problems.extend(n.problems.iter().cloned());
+        }
+        Objects {
+            claims,
+            network_policies,
+            namespaces,
+            problems,
+        }
+    }
+}
+
+/// Re-indexes the namespaces of `objects` whose fingerprint changed (and forgets those with
+/// no objects left); the index of every namespace.
+fn refresh<T: Clone>(
+    state: &mut HashMap<String, Indexed<T>>,
+    objects: &[Arc<DynamicObject>],
+    build: impl Fn(&[Value], &mut Vec<String>) -> Option<T>,
+) -> HashMap<String, T> {
+    let mut by_namespace: HashMap<&str, Vec<&DynamicObject>> = HashMap::new();
+    for o in objects {
+        let ns = o.metadata.namespace.as_deref().unwrap_or_default();
+        by_namespace.entry(ns).or_default().push(o);
+    }
+    // A cache lists its objects in no fixed order; the fingerprint must not depend on it.
+    for members in by_namespace.values_mut() {
+        members.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    }
+    state.retain(|ns, _| by_namespace.contains_key(ns.as_str()));
+    for (ns, members) in &by_namespace {
+        let fingerprint = fingerprint(members.iter().copied());
+        if state.get(*ns).is_some_and(|i| i.fingerprint == fingerprint) {
+            continue;
+        }
+        let mut problems = Vec::new();
+        match build(&as_values(members.iter().copied()), &mut problems) {
+            Some(index) => {
+                let indexed = Indexed {
+                    fingerprint,
+                    index,
+                    problems,
+                };
+                state.insert(ns.to_string(), indexed);
+            }
+            None => {
+                state.remove(*ns);
+            }
+        }
+    }
+    state
+        .iter()
+        .map(|(ns, i)| (ns.clone(), i.index.clone()))
+        .collect()
+}
+
+/// A hash of the objects' names and resourceVersions: the API server changes an object's
+/// resourceVersion on every write, so equal fingerprints mean nothing to re-index.
+fn fingerprint<'a>(objects: impl Iterator<Item = &'a DynamicObject>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for o in objects {
+        o.metadata.namespace.hash(&mut h);
+        o.metadata.name.hash(&mut h);
+        o.metadata.resource_version.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn as_values<'a>(objects: impl Iterator<Item = &'a DynamicObject>) -> Vec<Value> {
+    objects
+        .filter_map(|o| serde_json::to_value(o).ok())
         .collect()
 }

@@ -22,6 +22,7 @@ use serde_json::Value;
 use super::discovery::native_gang_api;
 use super::handle::ClusterHandle;
 use super::inventory::Inventory;
+use super::objects::{Cached, Incremental};
 use crate::admission::metrics::Metrics;
 
 /// How often pending changes are summarised and published: well inside the 2 s within
@@ -68,10 +69,24 @@ fn custom(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 /// What changed since the last publish, and which watches are failing (by what they watch).
 #[derive(Default)]
 struct Pending {
+    /// Something the summary reads changed (Nodes, queues, StorageClasses).
     changed: bool,
+    /// Claims, NetworkPolicies or Namespaces changed.
+    objects_changed: bool,
     errors: BTreeMap<&'static str, String>,
     /// The last answer of discovery about the native gang API; `None` until one came.
     native_gang_api: Option<bool>,
+}
+
+impl Pending {
+    /// Marks what the watch of `what` feeds as changed.
+    fn mark(&mut self, what: &str) {
+        if NAMESPACED.contains(&what) {
+            self.objects_changed = true;
+        } else {
+            self.changed = true;
+        }
+    }
 }
 
 type Shared = Arc<Mutex<Pending>>;
@@ -90,66 +105,85 @@ pub async fn run(client: kube::Client, handle: ClusterHandle, metrics: Arc<Metri
     tokio::spawn(discover(client.clone(), pending.clone()));
     let [cluster_queues, local_queues] = kueue_resources();
     let [claims, classes, network_policies, namespaces] = storage_and_network_resources();
-    // In this order below: the three queue kinds, then the storage and network kinds.
-    let watched = [
+    let start = |(resource, what): (ApiResource, &'static str)| {
+        let slot = Slot::default();
+        let watch = watch_custom(client.clone(), resource, what, pending.clone());
+        tokio::spawn(watch(slot.clone()));
+        slot
+    };
+    // What the summary reads (in this order below) ...
+    let summary_slots = [
         (queue_resource(), "Volcano Queues"),
         (cluster_queues, "Kueue ClusterQueues"),
         (local_queues, "Kueue LocalQueues"),
-        (claims, "PersistentVolumeClaims"),
         (classes, "StorageClasses"),
-        (network_policies, "NetworkPolicies"),
-        (namespaces, "Namespaces"),
-    ];
-    let slots: Vec<Slot> = watched
-        .into_iter()
-        .map(|(resource, what)| {
-            let slot = Slot::default();
-            let watch = watch_custom(client.clone(), resource, what, pending.clone());
-            tokio::spawn(watch(slot.clone()));
-            slot
-        })
-        .collect();
+    ]
+    .map(start);
+    // ... and the namespaced objects, indexed apart (they can be tens of thousands).
+    let object_slots = [
+        (claims, NAMESPACED[0]),
+        (network_policies, NAMESPACED[1]),
+        (namespaces, NAMESPACED[2]),
+    ]
+    .map(start);
+    let mut incremental = Incremental::default();
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     let mut published = None;
     loop {
         tick.tick().await;
-        let (stale, native_gang_api) = {
+        let (summary_changed, objects_changed, stale, native_gang_api) = {
             let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-            if !std::mem::take(&mut p.changed) {
-                continue;
-            }
-            (stale_reason(&p), p.native_gang_api)
+            let summary = std::mem::take(&mut p.changed);
+            let objects = std::mem::take(&mut p.objects_changed);
+            (summary, objects, stale_reason(&p), p.native_gang_api)
         };
-        let objects = |i: usize| slots.get(i).and_then(read_slot);
-        let node_list = nodes.state();
-        let lists: Vec<Option<Vec<Value>>> = (0..slots.len()).map(objects).collect();
-        // Most Node updates are status heartbeats, images or conditions: nothing the
-        // summary reads. Summarising costs tens of ms on a big cluster; hashing what it
-        // reads is cheap, so unchanged views are not rebuilt.
-        let fingerprint = fingerprint(&node_list, &lists, stale.as_deref(), native_gang_api);
-        if published == Some(fingerprint) {
-            continue;
+        if objects_changed {
+            let [claims, policies, namespaces] = object_slots.each_ref().map(cached_objects);
+            handle.publish_objects(incremental.update(&Cached {
+                claims: claims.as_deref(),
+                network_policies: policies.as_deref(),
+                namespaces: namespaces.as_deref(),
+            }));
         }
-        published = Some(fingerprint);
-        let mut lists = lists.into_iter();
-        let mut next = || lists.next().flatten();
-        let inventory = Inventory {
-            nodes: node_list.iter().map(|n| (**n).clone()).collect(),
-            volcano_queues: next(),
-            kueue_cluster_queues: next(),
-            kueue_local_queues: next(),
-            claims: next(),
-            storage_classes: next(),
-            network_policies: next(),
-            namespaces: next(),
-            native_gang_api,
-            source: "cluster".into(),
-            stale,
-            ..Inventory::default()
-        };
-        handle.publish(&inventory);
-        report_problems(&handle, &metrics);
+        if summary_changed {
+            let node_list = nodes.state();
+            let lists = summary_slots.each_ref().map(read_slot);
+            // Most Node updates are status heartbeats, images or conditions: nothing the
+            // summary reads. Summarising costs tens of ms on a big cluster; hashing what it
+            // reads is cheap, so unchanged views are not rebuilt.
+            let fingerprint = fingerprint(&node_list, &lists, stale.as_deref(), native_gang_api);
+            if published != Some(fingerprint) {
+                published = Some(fingerprint);
+                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes] =
+                    lists;
+                let inventory = Inventory {
+                    nodes: node_list.iter().map(|n| (**n).clone()).collect(),
+                    volcano_queues,
+                    kueue_cluster_queues,
+                    kueue_local_queues,
+                    storage_classes,
+                    native_gang_api,
+                    source: "cluster".into(),
+                    stale,
+                    ..Inventory::default()
+                };
+                handle.publish_nodes(&inventory);
+            }
+        }
+        if summary_changed || objects_changed {
+            report_problems(&handle, &metrics);
+        }
     }
+}
+
+/// The watches of the namespaced objects ([`Incremental`] indexes them): their events mark
+/// only those as changed, so a claim created does not summarise the Nodes again.
+const NAMESPACED: [&str; 3] = ["PersistentVolumeClaims", "NetworkPolicies", "Namespaces"];
+
+/// The objects of a watch cache; `None` while it cannot list (not installed, forbidden).
+fn cached_objects(slot: &Slot) -> Option<Vec<Arc<DynamicObject>>> {
+    let store = slot.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+    Some(store.state())
 }
 
 /// PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces (built in, so
@@ -258,12 +292,14 @@ where
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
         let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-        p.changed = true;
+        p.mark(what);
         match event {
             Ok(_) => {
-                p.errors.remove(what);
+                // A cleared error changes the staleness the summary carries.
+                p.changed |= p.errors.remove(what).is_some();
             }
             Err(e) => {
+                p.changed = true;
                 let since = humantime(SystemTime::now());
                 p.errors
                     .entry(what)
@@ -308,7 +344,7 @@ fn watch_custom(
                 async move {
                     if store.wait_until_ready().await.is_ok() {
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(store);
-                        pending.lock().unwrap_or_else(|e| e.into_inner()).changed = true;
+                        pending.lock().unwrap_or_else(|e| e.into_inner()).mark(what);
                     }
                 }
             };
