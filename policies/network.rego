@@ -4,7 +4,8 @@
 # refused with `refuse: true`.
 #
 # Reads data.cluster.network_policies, the NetworkPolicies of the job's namespace that select
-# some pod of the job (null when NetworkPolicies are not known: silent), and
+# some pod of the job, each with `selects`, the keys of the replica types its podSelector
+# selects (matched once, by the inventory; null when NetworkPolicies are not known: silent), and
 # data.cluster.namespace.labels (null when Namespaces are not known), against the labels
 # every pod of a replica type will carry (input.job.replicas[].podLabels, the controller's
 # included). As the NetworkPolicy API (networking.k8s.io/v1) decides, traffic from pod a to
@@ -70,9 +71,9 @@ isolating := {dir: [[p |
 }
 
 isolates(p, r, type) if {
+	r.key in p.selects
 	is_object(p.spec)
 	type in policy_types(p.spec)
-	selector_matches(object.get(p.spec, "podSelector", {}), r.podLabels)
 }
 
 # spec.policyTypes, or the API's default when it is absent or empty: Ingress, plus Egress

@@ -366,6 +366,13 @@ items:
         .filter_map(|p| p["name"].as_str())
         .collect();
     assert_eq!(names, ["deny-all", "workers"]);
+    let selects: Vec<&Value> = cluster["network_policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| &p["selects"])
+        .collect();
+    assert_eq!(selects, [&json!(["Master", "Worker"]), &json!(["Worker"])]);
 
     // Nodes only: every namespaced kind is unknown.
     let nodes_only = ClusterHandle::fixed(&inventory_of_nodes());

@@ -5,7 +5,8 @@
 //! Each request's `data.cluster` gets three keys (see policies/README.md, "Cluster
 //! inventory"): `namespace` (`{name, labels}`, labels `null` when Namespaces are unknown),
 //! `claims` (the namespace's claims by name) and `network_policies` (those of the namespace
-//! whose `podSelector` selects a pod of the job). A kind the inventory does not hold (absent
+//! whose `podSelector` selects a pod of the job, each with `selects`: the keys of the
+//! replica types it selects, so the policy need not match that selector again). A kind the inventory does not hold (absent
 //! from the snapshot, not listable) is `null`, never empty: the policy that needs it stays
 //! silent instead of warning about every job.
 //!
@@ -103,8 +104,7 @@ impl Objects {
                     .get(namespace)
                     .into_iter()
                     .flat_map(|list| list.iter())
-                    .filter(|p| pods.iter().any(|labels| p.selects.matches(labels)))
-                    .map(|p| p.doc.clone())
+                    .filter_map(|p| selecting_doc(p, &pods))
                     .collect::<Vec<_>>();
                 RegoValue::from(selecting)
             });
@@ -256,24 +256,48 @@ fn request_namespace(input: &RegoValue) -> &str {
         .map_or("", |n| n.as_ref())
 }
 
-/// The labels of each replica type's pods: `input.job.replicas[*].podLabels`.
-fn pod_labels(input: &RegoValue) -> Vec<BTreeMap<&str, &str>> {
+/// Each replica type's key and the labels of its pods (`input.job.replicas[*].key` and
+/// `.podLabels`).
+fn pod_labels(input: &RegoValue) -> Vec<(RegoValue, BTreeMap<&str, &str>)> {
     let replicas = field(input, "job").and_then(|j| field(j, "replicas"));
     let Some(Ok(replicas)) = replicas.map(RegoValue::as_array) else {
         return Vec::new();
     };
     replicas
         .iter()
-        .filter_map(|r| field(r, "podLabels")?.as_object().ok())
-        .map(|labels| {
-            labels
+        .filter_map(|r| {
+            let key = field(r, "key")?.clone();
+            let labels = field(r, "podLabels")?.as_object().ok()?;
+            let labels = labels
                 .iter()
                 .filter_map(|(k, v)| {
                     Some((k.as_string().ok()?.as_ref(), v.as_string().ok()?.as_ref()))
                 })
-                .collect()
+                .collect();
+            Some((key, labels))
         })
         .collect()
+}
+
+/// `{name, spec, selects}`: the policy's document with the keys of the replica types
+/// whose pods its podSelector selects (none: left out).
+fn selecting_doc(
+    p: &NetworkPolicy,
+    pods: &[(RegoValue, BTreeMap<&str, &str>)],
+) -> Option<RegoValue> {
+    let selects: Vec<RegoValue> = pods
+        .iter()
+        .filter(|(_, labels)| p.selects.matches(labels))
+        .map(|(key, _)| key.clone())
+        .collect();
+    if selects.is_empty() {
+        return None;
+    }
+    let mut doc = p.doc.clone();
+    if let Ok(map) = doc.as_object_mut() {
+        map.insert(RegoValue::from("selects"), RegoValue::from(selects));
+    }
+    Some(doc)
 }
 
 /// Keeps [`Objects`] current from the watch caches: a namespace's claims and

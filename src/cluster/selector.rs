@@ -2,8 +2,10 @@
 //! `metav1.LabelSelectorAsSelector` reads them: every term must hold, and an empty selector
 //! selects everything.
 //!
-//! Used only to index NetworkPolicies by the pods they select (see [`objects`]); the
-//! network policy itself matches selectors again in Rego, where the decision is made.
+//! Used to tell which replica types' pods a NetworkPolicy's `podSelector` selects (see
+//! [`objects`]): policies that select none of the job's pods are left out of its request,
+//! and the others carry the keys of the types they select. The selectors of a rule's peers
+//! are matched in Rego, where the decision is made.
 //!
 //! [`objects`]: super::objects
 
