@@ -136,7 +136,6 @@ async fn a_read_write_many_claim_is_admitted_and_a_missing_one_warned() {
         claim("shared", &["ReadWriteMany"], Some("")),
     )
     .await;
-    // Another claim in the namespace, so the watch has listed it before the shared one.
     let (ok, stderr) = apply_until(
         control_plane,
         &ns,
