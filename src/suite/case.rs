@@ -60,8 +60,9 @@ pub struct Case {
     #[serde(default)]
     pub images: Map<String, Value>,
     pub params: Option<ParamsFile>,
-    /// `data.cluster`: a snapshot file (relative to the case file) as `kubectl get nodes -o
-    /// yaml` prints it, or the Node and Queue objects inline as a list.
+    /// `data.cluster`: a snapshot file (relative to the case file) as `kubectl get
+    /// nodes,namespaces,pvc,storageclasses,networkpolicies,queues -A -o yaml` prints it, or
+    /// its objects inline as a list.
     pub cluster: Option<Value>,
     /// Trainer runtimes, as the file-level `runtimes`.
     #[serde(default)]
@@ -167,7 +168,7 @@ impl Case {
             Some(Value::Array(items)) => snapshot::from_items(items.clone(), "the case's cluster")?,
             Some(other) => {
                 let items = other.get("items").and_then(Value::as_array).ok_or(
-                    "cluster: give a snapshot file name or a list of Node and Queue objects",
+                    "cluster: give a snapshot file name or a list of objects (Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, NetworkPolicies, queues)",
                 )?;
                 snapshot::from_items(items.clone(), "the case's cluster")?
             }
