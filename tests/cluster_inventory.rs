@@ -325,6 +325,7 @@ items:
 - {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: broken, namespace: team-a}, spec: {accessModes: ReadWriteOnce}}
 - {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: deny-all, namespace: team-a}, spec: {podSelector: {}, policyTypes: [Ingress]}}
 - {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: web-only, namespace: team-a}, spec: {podSelector: {matchLabels: {app: web}}}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: same-job, namespace: team-a}, spec: {podSelector: {matchLabels: {training.kubeflow.org/job-name: llm}}}}
 - {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: workers, namespace: team-a}, spec: {podSelector: {matchExpressions: [{key: training.kubeflow.org/replica-type, operator: In, values: [worker]}]}}}
 - {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: elsewhere, namespace: team-b}, spec: {podSelector: {}}}
 - {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: bad, namespace: team-a}, spec: {podSelector: {matchExpressions: [{key: a, operator: Near}]}}}
@@ -365,14 +366,21 @@ items:
         .flatten()
         .filter_map(|p| p["name"].as_str())
         .collect();
-    assert_eq!(names, ["deny-all", "workers"]);
+    assert_eq!(names, ["deny-all", "same-job", "workers"]);
     let selects: Vec<&Value> = cluster["network_policies"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|p| &p["selects"])
         .collect();
-    assert_eq!(selects, [&json!(["Master", "Worker"]), &json!(["Worker"])]);
+    assert_eq!(
+        selects,
+        [
+            &json!(["Master", "Worker"]),
+            &json!(["Master", "Worker"]),
+            &json!(["Worker"])
+        ]
+    );
 
     // Nodes only: every namespaced kind is unknown.
     let nodes_only = ClusterHandle::fixed(&inventory_of_nodes());

@@ -31,7 +31,7 @@ pub struct Objects {
     /// Namespace → `{claim name: claim}`; `None` when claims are unknown.
     claims: Option<HashMap<String, RegoValue>>,
     /// Namespace → its NetworkPolicies; `None` when they are unknown.
-    network_policies: Option<HashMap<String, Arc<Vec<NetworkPolicy>>>>,
+    network_policies: Option<HashMap<String, Arc<NamespacePolicies>>>,
     /// Namespace name → its labels; `None` when Namespaces are unknown.
     namespaces: Option<HashMap<String, RegoValue>>,
     /// Objects that could not be read, left out.
@@ -43,6 +43,55 @@ pub struct Objects {
 struct NetworkPolicy {
     selects: Selector,
     doc: RegoValue,
+}
+
+/// A namespace's NetworkPolicies, indexed by one `matchLabels` pair of their pod selector:
+/// a request matches only the policies that name one of its pods' labels, and those that
+/// name none (an empty selector, expressions only), not every policy of the namespace.
+#[derive(Debug)]
+struct NamespacePolicies {
+    list: Vec<NetworkPolicy>,
+    /// Label key → value → the policies whose selector requires that pair.
+    by_label: HashMap<String, HashMap<String, Vec<usize>>>,
+    unindexed: Vec<usize>,
+}
+
+impl NamespacePolicies {
+    fn new(list: Vec<NetworkPolicy>) -> NamespacePolicies {
+        let mut by_label: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
+        let mut unindexed = Vec::new();
+        for (i, p) in list.iter().enumerate() {
+            match p.selects.first_equals() {
+                Some((k, v)) => {
+                    let values = by_label.entry(k.to_string()).or_default();
+                    values.entry(v.to_string()).or_default().push(i);
+                }
+                None => unindexed.push(i),
+            }
+        }
+        NamespacePolicies {
+            list,
+            by_label,
+            unindexed,
+        }
+    }
+
+    /// The policies that may select a pod with one of `pods`' label sets, in list order.
+    fn candidates<'a>(
+        &'a self,
+        pods: &[(RegoValue, BTreeMap<&str, &str>)],
+    ) -> impl Iterator<Item = &'a NetworkPolicy> + 'a {
+        let mut picked: Vec<usize> = self.unindexed.clone();
+        for (_, labels) in pods {
+            for (k, v) in labels {
+                let policies = self.by_label.get(*k).and_then(|values| values.get(*v));
+                picked.extend(policies.into_iter().flatten());
+            }
+        }
+        picked.sort_unstable();
+        picked.dedup();
+        picked.into_iter().filter_map(|i| self.list.get(i))
+    }
 }
 
 /// The inventory's lists, as read (any of them may be unknown).
@@ -62,7 +111,7 @@ impl Objects {
             network_policies: lists.network_policies.map(|items| {
                 network_policies(items, &mut problems)
                     .into_iter()
-                    .map(|(ns, list)| (ns, Arc::new(list)))
+                    .map(|(ns, list)| (ns, Arc::new(NamespacePolicies::new(list))))
                     .collect()
             }),
             namespaces: lists
@@ -103,7 +152,7 @@ impl Objects {
                 let selecting = all
                     .get(namespace)
                     .into_iter()
-                    .flat_map(|list| list.iter())
+                    .flat_map(|policies| policies.candidates(&pods))
                     .filter_map(|p| selecting_doc(p, &pods))
                     .collect::<Vec<_>>();
                 RegoValue::from(selecting)
@@ -307,7 +356,7 @@ fn selecting_doc(
 #[derive(Default)]
 pub struct Incremental {
     claims: HashMap<String, Indexed<RegoValue>>,
-    network_policies: HashMap<String, Indexed<Arc<Vec<NetworkPolicy>>>>,
+    network_policies: HashMap<String, Indexed<Arc<NamespacePolicies>>>,
     namespaces: Option<Indexed<HashMap<String, RegoValue>>>,
 }
 
@@ -339,7 +388,7 @@ impl Incremental {
                 network_policies(items, problems)
                     .into_values()
                     .next()
-                    .map(Arc::new)
+                    .map(|list| Arc::new(NamespacePolicies::new(list)))
             })
         });
         let namespaces = cached.namespaces.map(|objects| {

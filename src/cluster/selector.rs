@@ -57,6 +57,14 @@ impl Selector {
         Ok(Selector(terms))
     }
 
+    /// The first `matchLabels` pair: a pod the selector selects carries it (an index key).
+    pub fn first_equals(&self) -> Option<(&str, &str)> {
+        self.0.iter().find_map(|term| match term {
+            Term::Equals(k, v) => Some((k.as_str(), v.as_str())),
+            _ => None,
+        })
+    }
+
     /// Whether a pod with `labels` is selected.
     pub fn matches(&self, labels: &BTreeMap<&str, &str>) -> bool {
         self.0.iter().all(|term| match term {
