@@ -8,7 +8,7 @@
 //!
 //! Entry point: [`run`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -127,6 +127,7 @@ pub async fn run(client: kube::Client, handle: ClusterHandle, metrics: Arc<Metri
     ]
     .map(start);
     let mut incremental = Incremental::default();
+    let mut said = BTreeSet::new();
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     let mut published = None;
     loop {
@@ -171,7 +172,7 @@ pub async fn run(client: kube::Client, handle: ClusterHandle, metrics: Arc<Metri
             }
         }
         if summary_changed || objects_changed {
-            report_problems(&handle, &metrics);
+            report_problems(&handle, &metrics, &mut said);
         }
     }
 }
@@ -202,19 +203,18 @@ pub fn storage_and_network_resources() -> [ApiResource; 4] {
     ]
 }
 
-/// Logs the objects of a new view that could not be read (left out of it), and sets their
-/// count as a metric.
-fn report_problems(handle: &ClusterHandle, metrics: &Metrics) {
+/// Sets the count of objects the view leaves out as unreadable, and logs each one the
+/// view before did not have (so a bad object is said once, not on every publish).
+fn report_problems(handle: &ClusterHandle, metrics: &Metrics, said: &mut BTreeSet<String>) {
     let Some(doc) = handle.current() else {
         return;
     };
-    let problems = doc.problems();
+    let problems: BTreeSet<String> = doc.problems().into_iter().collect();
     metrics.set_inventory_problems(problems.len());
-    if !problems.is_empty() {
-        for problem in problems {
-            tracing::warn!(%problem, "cluster inventory: an object could not be read");
-        }
+    for problem in problems.difference(said) {
+        tracing::warn!(%problem, "cluster inventory: an object could not be read; left out");
     }
+    *said = problems;
 }
 
 /// A hash of what [`Inventory::summary`] reads: each Node's name, labels, taints,
