@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::mpi;
 use super::snapshot::{JobSnapshot, Replica};
 use crate::job::kinds::Role;
+use crate::job::KindSpec;
 
 pub const JOB_NAME: &str = "training.kubeflow.org/job-name";
 pub const OPERATOR_NAME: &str = "training.kubeflow.org/operator-name";
@@ -33,30 +34,41 @@ pub fn pod_group_name(job: &JobSnapshot) -> String {
 
 /// Labels every object of the job carries: job-name and operator-name.
 pub fn job_labels(job: &JobSnapshot) -> BTreeMap<String, String> {
+    labels_of_job(&job.name, job.spec)
+}
+
+fn labels_of_job(name: &str, spec: &KindSpec) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (JOB_NAME.to_string(), job.name.clone()),
-        (
-            OPERATOR_NAME.to_string(),
-            job.spec.operator_name.to_string(),
-        ),
+        (JOB_NAME.to_string(), name.to_string()),
+        (OPERATOR_NAME.to_string(), spec.operator_name.to_string()),
     ])
 }
 
-/// Labels of replica `index` of `replica`: the job's, type, index and, for the rank-0 pod,
-/// `job-role=master`. These are also the Service's selector, minus job-role.
+/// Labels every pod of a replica type carries, whatever its index: the job's, the type
+/// (`type_label`, lower-cased) and, for MPIJob v2beta1, `job-role` (the mpi-operator marks
+/// every pod with its role: launcher or worker). The JobView's `podLabels` are these over
+/// the template's labels, so what NetworkPolicies are matched against is what pods get.
+pub fn type_pod_labels(job: &str, spec: &KindSpec, type_label: &str) -> BTreeMap<String, String> {
+    let mut labels = labels_of_job(job, spec);
+    labels.insert(REPLICA_TYPE.to_string(), type_label.to_string());
+    if mpi::is_v2_kind(spec) {
+        labels.insert(JOB_ROLE.to_string(), type_label.to_string());
+    }
+    labels
+}
+
+/// Labels of replica `index` of `replica`: the type's ([`type_pod_labels`]), the index and,
+/// for the rank-0 pod, `job-role=master`. These are also the Service's selector, minus
+/// job-role.
 pub fn replica_labels(
     job: &JobSnapshot,
     replica: &Replica,
     index: i32,
 ) -> BTreeMap<String, String> {
-    let mut labels = job_labels(job);
-    labels.insert(REPLICA_TYPE.to_string(), replica.type_label());
+    let mut labels = type_pod_labels(&job.name, job.spec, &replica.type_label());
     let label_index = index + mpi::index_offset(job, replica);
     labels.insert(REPLICA_INDEX.to_string(), label_index.to_string());
-    if mpi::is_v2(job) {
-        // The mpi-operator marks every pod with its role: launcher or worker.
-        labels.insert(JOB_ROLE.to_string(), replica.type_label());
-    } else if is_master(job, replica, index) {
+    if !mpi::is_v2(job) && is_master(job, replica, index) {
         labels.insert(JOB_ROLE.to_string(), "master".to_string());
     }
     labels

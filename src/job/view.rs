@@ -20,6 +20,7 @@ use super::naming::pod_name;
 use super::quantity::{gpu_resources, GpuResource};
 use super::requests::pod_requests;
 use super::volumes::{claim_volumes, ClaimVolumeView};
+use crate::controller::naming::type_pod_labels;
 use crate::pointer;
 
 /// Placeholder for the five random characters the apiserver appends to `generateName`.
@@ -233,25 +234,17 @@ impl JobView {
     }
 }
 
-/// Each replica's `pod_labels`: its template's labels under the labels the training
-/// operators put on every pod (the same as `controller::naming::replica_labels`, less the
-/// replica index and rank 0's job-role, which differ from pod to pod).
+/// Each replica's `pod_labels`: its template's labels under those the controller puts on
+/// every pod of the type (`controller::naming::type_pod_labels`).
 fn with_controller_labels(
     spec: &'static KindSpec,
     job: &str,
     mut replicas: Vec<ReplicaView>,
 ) -> Vec<ReplicaView> {
-    use crate::controller::naming::{JOB_NAME, JOB_ROLE, OPERATOR_NAME, REPLICA_TYPE};
-    let mpi_v2 = spec.kind == "MPIJob" && spec.version == "v2beta1";
     for r in &mut replicas {
-        let type_label = r.replica_type.to_lowercase();
         let mut labels = r.labels.clone();
-        labels.insert(JOB_NAME.into(), Value::from(job));
-        labels.insert(OPERATOR_NAME.into(), Value::from(spec.operator_name));
-        labels.insert(REPLICA_TYPE.into(), Value::from(type_label.as_str()));
-        if mpi_v2 {
-            labels.insert(JOB_ROLE.into(), Value::from(type_label));
-        }
+        let added = type_pod_labels(job, spec, &r.replica_type.to_lowercase());
+        labels.extend(added.into_iter().map(|(k, v)| (k, Value::from(v))));
         r.pod_labels = labels;
     }
     replicas

@@ -29,6 +29,7 @@ use super::snapshot::{JobSnapshot, Replica};
 use super::watchdog;
 use crate::job::kinds::Role;
 use crate::job::view::Problem;
+use crate::job::KindSpec;
 use k8s_openapi::api::core::v1::Pod;
 
 /// Where the hostfile and discover_hosts.sh are mounted in the launcher.
@@ -69,7 +70,12 @@ impl Default for MpiSpec {
 
 /// Whether `job` is a v2beta1 MPIJob (the mpi-operator's, SSH transport).
 pub fn is_v2(job: &JobSnapshot) -> bool {
-    job.kind() == "MPIJob" && job.spec.version == "v2beta1"
+    is_v2_kind(job.spec)
+}
+
+/// Whether `spec` is the v2beta1 MPIJob's row of the kind table.
+pub fn is_v2_kind(spec: &KindSpec) -> bool {
+    spec.kind == "MPIJob" && spec.version == "v2beta1"
 }
 
 /// Whether `job` is a v1 MPIJob (the training operator's, kubectl-exec transport).
