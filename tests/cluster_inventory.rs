@@ -349,9 +349,7 @@ items:
         json!({"default": "gp3", "classes": {"gp3": {"provisioner": "ebs.csi.aws.com"}}})
     );
     let input = gang_of(2);
-    let view = doc.view(&input.rego_input_for(&input.object));
-    let cluster: Value = serde_json::from_str(&view.to_json_str().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = cluster_seen_by(&handle, &input);
     assert_eq!(
         cluster["namespace"],
         json!({"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a", "tier": "gpu"}})
@@ -384,12 +382,7 @@ items:
 
     // Nodes only: every namespaced kind is unknown.
     let nodes_only = ClusterHandle::fixed(&inventory_of_nodes());
-    let view = nodes_only
-        .current()
-        .expect("published")
-        .view(&input.rego_input_for(&input.object));
-    let cluster: Value = serde_json::from_str(&view.to_json_str().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = cluster_seen_by(&nodes_only, &input);
     assert_eq!(cluster["claims"], Value::Null);
     assert_eq!(cluster["network_policies"], Value::Null);
     assert_eq!(cluster["storage_classes"], Value::Null);
@@ -403,9 +396,16 @@ fn inventory_of_nodes() -> Inventory {
     inventory(gpu_nodes("a100", 2, "NVIDIA-A100-SXM4-80GB", "8"))
 }
 
+/// `data.cluster` as `handle`'s current inventory gives it to the request `input`.
+fn cluster_seen_by(handle: &ClusterHandle, input: &Input) -> Value {
+    let doc = handle.current().expect("published");
+    let view = doc.view(&input.rego_input_for(&input.object));
+    serde_json::from_str(&view.to_json_str().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The watch's incremental index: a claim changed (a new resourceVersion) is seen at the
-/// next update, a namespace whose claims are all gone has none, and a kind the caches do
-/// not list is unknown (null) in the view.
+/// next update, a namespace whose claims are all gone has none, a kind the caches do not
+/// list is unknown (null) in the view, and Namespaces' labels reach the view.
 #[test]
 fn the_incremental_index_follows_the_watch_caches() {
     use gangplank::cluster::objects::{Cached, Incremental};
@@ -421,13 +421,7 @@ fn the_incremental_index_follows_the_watch_caches() {
     };
     let handle = ClusterHandle::fixed(&inventory_of_nodes());
     let input = gang_of(2);
-    let claims_seen = |handle: &ClusterHandle| -> Value {
-        let doc = handle.current().expect("published");
-        let view = doc.view(&input.rego_input_for(&input.object));
-        let cluster: Value = serde_json::from_str(&view.to_json_str().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{e}"));
-        cluster["claims"].clone()
-    };
+    let claims_seen = |handle: &ClusterHandle| cluster_seen_by(handle, &input)["claims"].clone();
     let mut incremental = Incremental::default();
     let mut update = |claims: Option<&[Arc<DynamicObject>]>| {
         handle.publish_objects(incremental.update(&Cached {
@@ -461,6 +455,20 @@ fn the_incremental_index_follows_the_watch_caches() {
         claims_seen(&handle),
         Value::Null,
         "claims not listed: unknown"
+    );
+    // Namespaces, cluster-scoped, are indexed the same way.
+    let namespace: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
+        "kind": "Namespace", "metadata": {"name": "team-a", "resourceVersion": "1",
+        "labels": {"tier": "gpu"}}}))
+    .unwrap_or_else(|e| panic!("{e}"));
+    handle.publish_objects(incremental.update(&Cached {
+        claims: None,
+        network_policies: None,
+        namespaces: Some(&[Arc::new(namespace)]),
+    }));
+    assert_eq!(
+        cluster_seen_by(&handle, &input)["namespace"]["labels"],
+        json!({"tier": "gpu"})
     );
     // The node summary published before is kept by every objects publish.
     let doc = handle.current().expect("published");

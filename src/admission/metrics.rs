@@ -306,13 +306,13 @@ impl Metrics {
         }
     }
 
-    /// Size of the set that serves (at start, and after each successful reload).
     /// Sets how many objects the latest cluster inventory left out as unreadable.
     pub fn set_inventory_problems(&self, n: usize) {
         self.inventory_problems
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    /// Size of the set that serves (at start, and after each successful reload).
     pub fn set_policies_loaded(&self, n: usize) {
         self.policies_loaded
             .set(i64::try_from(n).unwrap_or(i64::MAX));

@@ -121,7 +121,6 @@ pub fn init_tracing(format: &LogFormat, default_filter: &str) {
     }
 }
 
-/// `500ms`, `2s`, `1m`: a number and a unit (ms, s, m).
 /// `inventory` as the fixed `data.cluster` of `check` or `audit`, with each object it left
 /// out as unreadable printed as a note on stderr (`flag` names where it came from).
 pub fn fixed_inventory(
@@ -135,6 +134,7 @@ pub fn fixed_inventory(
     handle
 }
 
+/// `500ms`, `2s`, `1m`: a number and a unit (ms, s, m).
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
     let split = text

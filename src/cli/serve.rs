@@ -251,8 +251,9 @@ async fn image_pinner(credentials: Option<&std::path::Path>) -> Result<Pinner, S
     })
 }
 
-/// Starts watching the cluster's inventory (Nodes, storage and network objects, queues) into `cluster`, if an API configuration
-/// exists; without one (a laptop, CI) the policies just see no `data.cluster`.
+/// Starts watching the cluster's inventory (Nodes, storage and network objects, queues)
+/// into `cluster`, if an API configuration exists; without one (a laptop, CI) the policies
+/// just see no `data.cluster`.
 async fn start_inventory(cluster: ClusterHandle, metrics: Arc<Metrics>) {
     let Some(client) = api_client("no cluster inventory").await else {
         return;

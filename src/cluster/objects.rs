@@ -6,9 +6,9 @@
 //! inventory"): `namespace` (`{name, labels}`, labels `null` when Namespaces are unknown),
 //! `claims` (the namespace's claims by name) and `network_policies` (those of the namespace
 //! whose `podSelector` selects a pod of the job, each with `selects`: the keys of the
-//! replica types it selects, so the policy need not match that selector again). A kind the inventory does not hold (absent
-//! from the snapshot, not listable) is `null`, never empty: the policy that needs it stays
-//! silent instead of warning about every job.
+//! replica types it selects, so the policy need not match that selector again). A kind the
+//! inventory does not hold (absent from the snapshot, not listable) is `null`, never empty:
+//! the policy that needs it stays silent instead of warning about every job.
 //!
 //! Entry points: [`Objects::index`] (a snapshot), [`Incremental::update`] (the watch) and
 //! [`Objects::add_to`] (a request).
@@ -106,21 +106,22 @@ impl Objects {
     /// [`Objects::problems`].
     pub fn index(lists: Lists<'_>) -> Objects {
         let mut problems = Vec::new();
-        let mut objects = Objects {
-            claims: lists.claims.map(|items| claims(items, &mut problems)),
-            network_policies: lists.network_policies.map(|items| {
-                network_policies(items, &mut problems)
-                    .into_iter()
-                    .map(|(ns, list)| (ns, Arc::new(NamespacePolicies::new(list))))
-                    .collect()
-            }),
-            namespaces: lists
-                .namespaces
-                .map(|items| namespaces(items, &mut problems)),
-            problems: Vec::new(),
-        };
-        objects.problems = problems;
-        objects
+        let claims = lists.claims.map(|items| claims(items, &mut problems));
+        let network_policies = lists.network_policies.map(|items| {
+            network_policies(items, &mut problems)
+                .into_iter()
+                .map(|(ns, list)| (ns, Arc::new(NamespacePolicies::new(list))))
+                .collect()
+        });
+        let namespaces = lists
+            .namespaces
+            .map(|items| namespaces(items, &mut problems));
+        Objects {
+            claims,
+            network_policies,
+            namespaces,
+            problems,
+        }
     }
 
     /// What could not be read (and is left out).
@@ -170,27 +171,30 @@ impl Objects {
     }
 }
 
-/// `metadata.namespace` and `metadata.name` of a listed object, or what is wrong.
-fn namespaced_name<'a>(item: &'a Value, kind: &str) -> Result<(&'a str, &'a str), String> {
+/// `metadata.namespace` and `metadata.name` of a listed object; `None`, said in
+/// `problems`, when it lacks either.
+fn namespaced_name<'a>(
+    item: &'a Value,
+    kind: &str,
+    problems: &mut Vec<String>,
+) -> Option<(&'a str, &'a str)> {
     let text = |field: &str| item.pointer(field).and_then(Value::as_str);
-    match (text("/metadata/namespace"), text("/metadata/name")) {
-        (Some(ns), Some(name)) => Ok((ns, name)),
-        _ => Err(format!(
+    let id = text("/metadata/namespace").zip(text("/metadata/name"));
+    if id.is_none() {
+        problems.push(format!(
             "a {kind} without metadata.namespace and metadata.name; ignored"
-        )),
+        ));
     }
+    id
 }
 
 /// Claims by namespace, each as the storage policy reads it.
 fn claims(items: &[Value], problems: &mut Vec<String>) -> HashMap<String, RegoValue> {
     let mut by_namespace: HashMap<String, BTreeMap<RegoValue, RegoValue>> = HashMap::new();
     for item in items {
-        let (namespace, name) = match namespaced_name(item, "PersistentVolumeClaim") {
-            Ok(id) => id,
-            Err(problem) => {
-                problems.push(problem);
-                continue;
-            }
+        let Some((namespace, name)) = namespaced_name(item, "PersistentVolumeClaim", problems)
+        else {
+            continue;
         };
         match claim(item) {
             Ok(doc) => {
@@ -242,12 +246,8 @@ fn network_policies(
 ) -> HashMap<String, Vec<NetworkPolicy>> {
     let mut by_namespace: HashMap<String, Vec<NetworkPolicy>> = HashMap::new();
     for item in items {
-        let (namespace, name) = match namespaced_name(item, "NetworkPolicy") {
-            Ok(id) => id,
-            Err(problem) => {
-                problems.push(problem);
-                continue;
-            }
+        let Some((namespace, name)) = namespaced_name(item, "NetworkPolicy", problems) else {
+            continue;
         };
         let spec = item.get("spec").unwrap_or(&Value::Null);
         let selects = match spec.get("podSelector").map(Selector::parse) {
@@ -357,7 +357,8 @@ fn selecting_doc(
 pub struct Incremental {
     claims: HashMap<String, Indexed<RegoValue>>,
     network_policies: HashMap<String, Indexed<Arc<NamespacePolicies>>>,
-    namespaces: Option<Indexed<HashMap<String, RegoValue>>>,
+    /// Namespaces are cluster-scoped: one entry, under "".
+    namespaces: HashMap<String, Indexed<HashMap<String, RegoValue>>>,
 }
 
 /// One namespace's index, the fingerprint of the objects it was built from, and what could
@@ -392,38 +393,20 @@ impl Incremental {
             })
         });
         let namespaces = cached.namespaces.map(|objects| {
-            let mut objects: Vec<&DynamicObject> = objects.iter().map(|o| &**o).collect();
-            objects.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-            let fingerprint = fingerprint(objects.iter().copied());
-            let stale = self.namespaces.as_ref().map(|n| n.fingerprint) != Some(fingerprint);
-            if stale {
-                let mut problems = Vec::new();
-                let index = namespaces(&as_values(objects.iter().copied()), &mut problems);
-                self.namespaces = Some(Indexed {
-                    fingerprint,
-                    index,
-                    problems,
-                });
-            }
-            self.namespaces
-                .as_ref()
-                .map(|n| n.index.clone())
-                .unwrap_or_default()
+            let all = refresh(&mut self.namespaces, objects, |items, problems| {
+                Some(namespaces(items, problems))
+            });
+            all.into_values().next().unwrap_or_default()
         });
         let mut problems: Vec<String> = Vec::new();
         if cached.claims.is_some() {
-            problems.extend(
-                self.claims
-                    .values()
-                    .flat_map(|i| i.problems.iter().cloned()),
-            );
+            problems.extend(problems_of(&self.claims));
         }
         if cached.network_policies.is_some() {
-            let policies = self.network_policies.values();
-            problems.extend(policies.flat_map(|i| i.problems.iter().cloned()));
+            problems.extend(problems_of(&self.network_policies));
         }
-        if let (Some(_), Some(n)) = (cached.namespaces, &self.namespaces) {
-            problems.extend(n.problems.iter().cloned());
+        if cached.namespaces.is_some() {
+            problems.extend(problems_of(&self.namespaces));
         }
         Objects {
             claims,
@@ -434,8 +417,14 @@ impl Incremental {
     }
 }
 
+/// What could not be read of the objects behind `state`'s indexes.
+fn problems_of<T>(state: &HashMap<String, Indexed<T>>) -> impl Iterator<Item = String> + '_ {
+    state.values().flat_map(|i| i.problems.iter().cloned())
+}
+
 /// Re-indexes the namespaces of `objects` whose fingerprint changed (and forgets those with
-/// no objects left); the index of every namespace.
+/// no objects left); the index of every namespace. Cluster-scoped objects (Namespaces) are
+/// one group, under "".
 fn refresh<T: Clone>(
     state: &mut HashMap<String, Indexed<T>>,
     objects: &[Arc<DynamicObject>],

@@ -50,7 +50,7 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
         source: source.to_string(),
         ..Inventory::default()
     };
-    let mut unreadable_nodes = Vec::new();
+    let mut unreadable_nodes = 0;
     for (i, item) in items.into_iter().enumerate() {
         let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default();
         let list = match kind {
@@ -61,7 +61,7 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
                         inventory.notes.push(format!(
                             "{source}: item {i} (Node) cannot be read: {e}; ignored"
                         ));
-                        unreadable_nodes.push(i);
+                        unreadable_nodes += 1;
                     }
                 }
                 continue;
@@ -96,10 +96,9 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
             list.get_or_insert_with(Vec::new).push(item);
         }
     }
-    if !unreadable_nodes.is_empty() {
+    if unreadable_nodes > 0 {
         inventory.stale = Some(format!(
-            "{} Node item(s) of {source} could not be read and are not counted",
-            unreadable_nodes.len()
+            "{unreadable_nodes} Node item(s) of {source} could not be read and are not counted"
         ));
     }
     Ok(inventory)
