@@ -35,6 +35,10 @@
 # Capacity is what nodes have, not what is free now: a refused job could never run here; an
 # admitted one may still queue. Not modelled, by design: the node lifecycle controller's
 # condition taints (not-ready, pressure), which pass; pods already running.
+# METADATA
+# custom:
+#   applies_when:
+#     all: [cluster]
 package gangplank.policies.capacity
 
 import rego.v1

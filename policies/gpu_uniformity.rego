@@ -5,6 +5,10 @@
 # rate math no longer holds, and torchrun's nprocPerNode (one value for every pod) cannot fit
 # both. Replicas without GPUs (a CPU launcher, parameter servers) are not compared, nor roles
 # listed in ignoredRoles (an Evaluator runs outside the collective).
+# METADATA
+# custom:
+#   applies_when:
+#     all: [gpus]
 package gangplank.policies.gpu_uniformity
 
 import rego.v1

@@ -5,6 +5,10 @@
 # known); silent otherwise. The quota compared is the ClusterQueue's nominal quota plus its
 # borrowing limit, summed over flavors: a gang above it can never be admitted. A queue in a
 # cohort without a borrowing limit may borrow without bound, so only its coverage is checked.
+# METADATA
+# custom:
+#   applies_when:
+#     all: [cluster, kueue]
 package gangplank.policies.kueue_queue
 
 import rego.v1

@@ -10,6 +10,10 @@
 # slice per container is refused. Extended resources are never overcommitted, so the
 # apiserver requires their request to equal their limit; that is checked here for every GPU
 # resource, before the apiserver's less helpful message.
+# METADATA
+# custom:
+#   applies_when:
+#     any: [gpus, "template_annotation:gangplank.dev/mig-profile"]
 package gangplank.policies.mig
 
 import rego.v1

@@ -4,6 +4,10 @@
 # (nvidia.com/mig-1g.10gb); under the single strategy every slice is advertised as
 # nvidia.com/gpu and nodes carry nvidia.com/mig.strategy=single. Reads data.cluster (silent
 # without a cluster inventory) and names what the nodes do advertise.
+# METADATA
+# custom:
+#   applies_when:
+#     all: [cluster, mig]
 package gangplank.policies.mig_inventory
 
 import rego.v1

@@ -1,6 +1,10 @@
 # Fields of the mpi-operator's kubeflow.org/v2beta1 MPIJob that its controller validates only
 # after the job is stored: an invalid job is then accepted and silently never runs (event
 # ValidationError, no requeue). Refusing them at admission puts the error in front of the user.
+# METADATA
+# custom:
+#   applies_when:
+#     kinds: [MPIJob]
 package gangplank.policies.mpi_v2
 
 import rego.v1

@@ -21,6 +21,10 @@
 # ipBlocks to the CNI); named ports, which count as some ports only; selectors on
 # training.kubeflow.org/replica-index, a label podLabels leaves out (it differs per pod);
 # egress to the cluster DNS; hostNetwork pods, for which the API leaves the behaviour undefined.
+# METADATA
+# custom:
+#   applies_when:
+#     all: [network_policies]
 package gangplank.policies.network
 
 import rego.v1

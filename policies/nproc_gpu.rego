@@ -6,6 +6,10 @@
 # GPUs start no training process (torchrun stops with "Cuda is not available"). The action
 # is warn, so the job is admitted with a warning; platform teams can set it to deny in
 # params.yaml.
+# METADATA
+# custom:
+#   applies_when:
+#     kinds: [PyTorchJob, TrainJob]
 package gangplank.policies.nproc_gpu
 
 import rego.v1

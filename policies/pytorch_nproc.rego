@@ -1,6 +1,10 @@
 # Processes per node for PyTorchJob. spec.nprocPerNode feeds torchrun's --nproc-per-node
 # (PET_NPROC_PER_NODE) and WORLD_SIZE; the older spec.elasticPolicy.nProcPerNode is deprecated
 # and, set together with the new field, leaves it undefined which one wins.
+# METADATA
+# custom:
+#   applies_when:
+#     kinds: [PyTorchJob]
 package gangplank.policies.pytorch_nproc
 
 import rego.v1

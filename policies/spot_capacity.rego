@@ -6,6 +6,10 @@
 # "Targets" means a nodeSelector entry or a required node-affinity expression (`In`) naming a
 # preemptible label value, or a toleration of a preemptible taint. A checkpoint location is an
 # env var or a volume mount path the params name, in any container of the job.
+# METADATA
+# custom:
+#   applies_when:
+#     all: [placement]
 package gangplank.policies.spot_capacity
 
 import rego.v1

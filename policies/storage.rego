@@ -20,6 +20,10 @@
 # (offline, or a snapshot without PersistentVolumeClaims); (2) is silent when the classes are
 # not known, and messages then say the class as the claim names it. A TrainJob is judged on
 # its pods as its runtime renders them.
+# METADATA
+# custom:
+#   applies_when:
+#     all: [cluster, claims]
 package gangplank.policies.storage
 
 import rego.v1

@@ -7,6 +7,10 @@
 # another only once that one is Complete or Ready: the gang then never has minMember pods,
 # and the TrainJob waits forever (Kubeflow's torchtune and data-cache runtimes with a gang;
 # the MPI runtimes, whose launcher waits for the nodes to be Ready).
+# METADATA
+# custom:
+#   applies_when:
+#     kinds: [TrainJob, TrainingRuntime, ClusterTrainingRuntime]
 package gangplank.policies.trainer_gang
 
 import rego.v1

@@ -2,6 +2,10 @@
 # capability (or what other queues' guarantees leave it) is smaller than the gang waits
 # forever in Pending, holding nothing and telling no one. Reads data.cluster.volcano_queues (present when the Queue CRD is installed and a
 # cluster inventory is known); silent otherwise.
+# METADATA
+# custom:
+#   applies_when:
+#     all: [cluster]
 package gangplank.policies.volcano_queue
 
 import rego.v1

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tracing::{field::Empty, info, warn, Instrument};
 
+use super::handoff::Handoff;
 use super::metrics::{Decision, Endpoint, Failure, Metrics};
 use super::reload::PolicyStore;
 use super::review::{self, BadReview, Verdict};
@@ -63,6 +64,8 @@ pub struct Context {
     slots: Arc<Semaphore>,
     /// Reviews between body received and answer, this one included.
     in_flight: AtomicUsize,
+    /// Objects `/mutate` produced, so `/validate` need not run the mutation policies again.
+    handoff: Arc<Handoff>,
 }
 
 impl Context {
@@ -79,6 +82,7 @@ impl Context {
             eval_timeout: limits.eval_timeout,
             slots: Arc::new(Semaphore::new(limits.max_evaluations.max(1))),
             in_flight: AtomicUsize::new(0),
+            handoff: Arc::default(),
         }
     }
 }
@@ -339,15 +343,17 @@ async fn evaluate(
             // Alone: nothing waits behind this review, so evaluate here (see module doc).
             // The deadline cannot interrupt it; a late verdict is refused below.
             let _permit = permit;
-            return decide_for(endpoint, &set, &input).map_err(evaluation_failed);
+            return decide_for(endpoint, &set, &input, &ctx.handoff, &ctx.metrics)
+                .map_err(evaluation_failed);
         }
         let span = tracing::Span::current();
+        let (handoff, metrics) = (ctx.handoff.clone(), ctx.metrics.clone());
         let task = tokio::task::spawn_blocking(move || {
             // The permit lives as long as the evaluation, even if the caller gave up
             // waiting: a timed-out evaluation still counts against the bound.
             let _permit = permit;
             let _entered = span.enter();
-            decide_for(endpoint, &set, &input)
+            decide_for(endpoint, &set, &input, &handoff, &metrics)
         });
         match task.await {
             Ok(result) => result.map_err(evaluation_failed),
@@ -365,15 +371,32 @@ async fn evaluate(
 }
 
 /// What `endpoint` answers from: `/mutate` the patch alone, `/validate` the whole review
-/// (see [`decide::patch`]).
+/// (see [`decide::patch`]), or the validation alone of an object `/mutate` produced (see
+/// [`super::handoff`]).
 fn decide_for(
     endpoint: Endpoint,
-    set: &PolicySet,
+    set: &Arc<PolicySet>,
     input: &Input,
+    handoff: &Handoff,
+    metrics: &Metrics,
 ) -> Result<decide::Decision, EvalError> {
     match endpoint {
-        Endpoint::Mutate => decide::patch(set, input),
-        Endpoint::Validate => decide::review(set, input),
+        Endpoint::Mutate => {
+            let (decision, complete) = decide::patch(set, input)?;
+            if complete {
+                handoff.remember(set, input, &decision.mutated);
+            }
+            Ok(decision)
+        }
+        Endpoint::Validate => {
+            let handed_over = handoff.produced(set, input);
+            metrics.handoff(handed_over);
+            if handed_over {
+                decide::review_mutated(set, input)
+            } else {
+                decide::review(set, input)
+            }
+        }
     }
 }
 

@@ -143,6 +143,7 @@ pub struct Metrics {
     in_flight: Gauge,
     image_lookups: Family<OutcomeLabels, Counter>,
     inventory_problems: Gauge,
+    handoffs: Family<OutcomeLabels, Counter>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -226,6 +227,15 @@ impl Metrics {
             "Objects of the latest cluster inventory (Nodes, claims, NetworkPolicies, Namespaces...) that could not be read and are left out of it",
             inventory_problems.clone(),
         );
+        let handoffs = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "validate_handoffs",
+            "Reviews of /validate by whether /mutate had produced the object (hit: the mutation policies were skipped) or not (miss: a full review)",
+            handoffs.clone(),
+        );
+        for outcome in ["hit", "miss"] {
+            drop(handoffs.get_or_create(&OutcomeLabels { outcome }));
+        }
         // Series of closed label sets exist from the start, so that rate() and increase()
         // see the first failure rather than a series appearing.
         for ok in [true, false] {
@@ -257,6 +267,7 @@ impl Metrics {
             policies_loaded,
             in_flight,
             inventory_problems,
+            handoffs,
         }
     }
 
@@ -324,6 +335,22 @@ impl Metrics {
         self.image_lookups
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
+    }
+
+    /// Counts one `/validate` review by whether `/mutate` handed its object over.
+    pub fn handoff(&self, hit: bool) {
+        let outcome = if hit { "hit" } else { "miss" };
+        self.handoffs
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// `/validate` reviews counted with `hit` (see [`Self::handoff`]).
+    pub fn handoffs_with(&self, hit: bool) -> u64 {
+        let outcome = if hit { "hit" } else { "miss" };
+        self.handoffs
+            .get_or_create(&OutcomeLabels { outcome })
+            .get()
     }
 
     pub fn tls_reload(&self, ok: bool) {

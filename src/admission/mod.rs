@@ -14,6 +14,7 @@ pub mod body;
 pub mod certs;
 pub mod connections;
 pub mod handler;
+pub mod handoff;
 pub mod metrics;
 pub mod poll;
 pub mod reload;

@@ -35,6 +35,9 @@ pub enum LoadError {
         path: PathBuf,
         detail: String,
     },
+    /// A `# METADATA` block that cannot be read: the index must never guess.
+    #[error("{path}: {detail}")]
+    BadMetadata { path: PathBuf, detail: String },
     #[error("{message}")]
     Params { message: String },
     #[error("params.yaml configures policy {name:?}, which does not exist (policies: {known})")]

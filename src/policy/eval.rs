@@ -8,6 +8,7 @@ use regorus::Value as RegoValue;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::applicability::Facts;
 use super::error::EvalError;
 use super::intent::Intent;
 use super::params::Action;
@@ -85,16 +86,18 @@ impl PolicySet {
             .map_or("", |p| p.name.as_str())
     }
 
-    /// Evaluates the outputs of `group` of every policy
-    /// that applies in `namespace`; policies excluded there are not evaluated at all. When
-    /// every policy applies, as in most namespaces, the VM runs the group as one gathered
-    /// execution.
+    /// Evaluates the outputs of `group` of every policy that applies in `namespace` and
+    /// can apply to this request (see [`super::applicability`]); the others are not
+    /// evaluated at all. When every policy applies in the namespace, as in most, the VM
+    /// runs the group as one gathered execution that passes over the skipped rules.
     fn eval_outputs(
         &self,
         group: Group,
         input: &RegoValue,
         namespace: &str,
     ) -> Result<Vec<(&RuleRef, Value)>, EvalError> {
+        let cluster = self.cluster_view(input);
+        let skipped = self.skipped_rules(input, cluster.as_ref());
         let rules: Vec<&RuleRef> = group.rules(&self.rules).collect();
         let applies = |r: &&RuleRef| {
             self.policies
@@ -103,31 +106,65 @@ impl PolicySet {
         };
         if let Ok(program) = &self.vm {
             if rules.iter().all(applies) {
-                return self.eval_group(program, group, &rules, input);
+                return self.eval_group(program, group, &rules, input, cluster, &skipped);
             }
         }
-        let rules: Vec<&RuleRef> = rules.into_iter().filter(applies).collect();
+        let rules: Vec<&RuleRef> = rules
+            .into_iter()
+            .filter(applies)
+            .filter(|r| !skipped.contains(&r.index))
+            .collect();
         self.eval_rules_on(&rules, input, self.vm.is_err())
     }
 
-    /// Runs `rules`, compiled as `group`, in one VM execution. A failure is
-    /// attributed to its rule by running the rules one by one, unless a limit stopped the
-    /// run: that message already names the policy file and line it was in, and running the
-    /// culprit again would only double the time the request waits.
+    /// The indices of the rules the index skips for this request.
+    fn skipped_rules(&self, input: &RegoValue, cluster: Option<&RegoValue>) -> Vec<usize> {
+        if !self.index || self.policies.iter().all(|p| p.applies_when.is_none()) {
+            return Vec::new();
+        }
+        let facts = Facts::of(input, cluster);
+        let skipped_policies: Vec<bool> = self
+            .policies
+            .iter()
+            .map(|p| self.skip_reason(p, &facts).is_some())
+            .collect();
+        self.rules
+            .iter()
+            .filter(|r| skipped_policies.get(r.policy).copied().unwrap_or(false))
+            .map(|r| r.index)
+            .collect()
+    }
+
+    /// Runs `rules`, compiled as `group`, in one VM execution, passing over those in
+    /// `skipped` (their output is undefined). A failure is attributed to its rule by
+    /// running the rules one by one, unless a limit stopped the run: that message already
+    /// names the policy file and line it was in, and running the culprit again would only
+    /// double the time the request waits.
     fn eval_group<'a>(
         &self,
         program: &VmProgram,
         group: Group,
         rules: &[&'a RuleRef],
         input: &RegoValue,
+        cluster: Option<RegoValue>,
+        skipped: &[usize],
     ) -> Result<Vec<(&'a RuleRef, Value)>, EvalError> {
-        match self
-            .vm_on(program, input)?
-            .run_group(group.index(), rules.len())
-        {
+        let skip = (!skipped.is_empty()).then(|| {
+            RegoValue::from(
+                skipped
+                    .iter()
+                    .map(|i| RegoValue::from(*i as u64))
+                    .collect::<std::collections::BTreeSet<_>>(),
+            )
+        });
+        let vm = program
+            .vm(input, cluster.as_ref(), skip)
+            .map_err(vm_failed)?;
+        match run_group(vm, group, rules.len()) {
             Ok(values) => Ok(rules
                 .iter()
                 .zip(&values)
+                .filter(|(rule, _)| !skipped.contains(&rule.index))
                 .map(|(rule, v)| (*rule, from_rego(v)))
                 .collect()),
             Err(RunError {
@@ -137,19 +174,15 @@ impl PolicySet {
                 rule: stopped_in(&rule, line),
                 message,
             }),
-            Err(_) => self.eval_rules_on(rules, input, false),
+            Err(_) => {
+                let rules: Vec<&RuleRef> = rules
+                    .iter()
+                    .copied()
+                    .filter(|r| !skipped.contains(&r.index))
+                    .collect();
+                self.eval_rules_on(&rules, input, false)
+            }
         }
-    }
-
-    /// A VM of `program` on `input`, with the cluster inventory's view for this input.
-    fn vm_on(&self, program: &VmProgram, input: &RegoValue) -> Result<Vm, EvalError> {
-        let cluster = self.cluster.current().map(|doc| doc.view(input));
-        program
-            .vm(input, cluster.as_ref())
-            .map_err(|e| EvalError::Rego {
-                rule: "<vm>".into(),
-                message: e,
-            })
     }
 
     /// Evaluates rules on one input: on one VM, or on one clone of the prepared interpreter
@@ -164,10 +197,13 @@ impl PolicySet {
             rule: rule.path.clone(),
             message,
         };
+        let cluster = self.cluster_view(input);
         let mut out = Vec::with_capacity(rules.len());
         match (&self.vm, interpreter) {
             (Ok(program), false) => {
-                let mut vm = self.vm_on(program, input)?;
+                let mut vm = program
+                    .vm(input, cluster.as_ref(), None)
+                    .map_err(vm_failed)?;
                 for rule in rules {
                     let v = vm.run(&rule.path).map_err(|e| failed(rule, e.message))?;
                     out.push((*rule, from_rego(&v)));
@@ -175,7 +211,7 @@ impl PolicySet {
             }
             _ => {
                 let mut engine = self.engine.clone();
-                if let Some(cluster) = self.cluster.current().map(|doc| doc.view(input)) {
+                if let Some(cluster) = cluster {
                     let data = RegoValue::from(std::collections::BTreeMap::from([(
                         RegoValue::from("cluster"),
                         cluster,
@@ -195,6 +231,17 @@ impl PolicySet {
             }
         }
         Ok(out)
+    }
+}
+
+fn run_group(mut vm: Vm, group: Group, len: usize) -> Result<Vec<RegoValue>, RunError> {
+    vm.run_group(group.index(), len)
+}
+
+fn vm_failed(message: String) -> EvalError {
+    EvalError::Rego {
+        rule: "<vm>".into(),
+        message,
     }
 }
 

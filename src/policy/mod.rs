@@ -8,6 +8,7 @@
 // so a panic would drop a request; every fallible step returns an error instead.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+pub mod applicability;
 pub mod error;
 pub mod eval;
 pub mod intent;

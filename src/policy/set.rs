@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use regorus::{Engine, Value as RegoValue};
 use serde_json::{json, Map, Value};
 
+use super::applicability::{self, Applicability, Facts, Resolved};
 use super::error::LoadError;
 use super::load::{PolicySources, RegoFile};
 use super::params::Action;
@@ -86,6 +87,8 @@ impl Group {
 /// One output rule of one policy, e.g. `data.gangplank.policies.images.violation`.
 #[derive(Debug, Clone)]
 pub struct RuleRef {
+    /// Its own index among the set's rules.
+    pub index: usize,
     /// Index into the set's policies.
     pub policy: usize,
     pub output: Output,
@@ -110,6 +113,8 @@ pub struct PolicyInfo {
     pub has_mutation: bool,
     pub has_violation: bool,
     pub has_warning: bool,
+    /// Its `# METADATA` `custom.applies_when`, parameters resolved; `None`: always runs.
+    pub applies_when: Option<Resolved>,
 }
 
 impl PolicyInfo {
@@ -134,6 +139,9 @@ pub struct PolicySet {
     pub(super) cluster: ClusterHandle,
     /// The Trainer runtimes TrainJobs are rendered with (empty: none known).
     pub(super) runtimes: RuntimeCatalog,
+    /// Whether policies whose `applies_when` is false are skipped (see
+    /// [`super::applicability`]); off with `GANGPLANK_INDEX=off`.
+    pub(super) index: bool,
 }
 
 impl PolicySet {
@@ -173,6 +181,13 @@ impl PolicySet {
                 .unwrap_or_default();
             let mut params = defaults;
             params.extend(configured.params);
+            let applies_when = Applicability::read(&p.file.path, &p.file.text)?
+                .map(|a| a.resolve(&params))
+                .transpose()
+                .map_err(|detail| LoadError::BadMetadata {
+                    path: p.file.path.clone(),
+                    detail,
+                })?;
             let declared = |rule: &str| {
                 engine
                     .has_declared_rule_rooted_at(&p.file.path.display().to_string(), rule)
@@ -191,6 +206,7 @@ impl PolicySet {
                 has_mutation: declared("mutation"),
                 has_violation: declared("violation"),
                 has_warning: declared("warning"),
+                applies_when,
             });
         }
         policies.sort_by(|a, b| a.name.cmp(&b.name));
@@ -205,9 +221,14 @@ impl PolicySet {
             })?;
         let rules = output_rules(&policies);
         let paths: Vec<&str> = rules.iter().map(|r| r.path.as_str()).collect();
-        let groups: Vec<Vec<&str>> = Group::ALL
+        let groups: Vec<Vec<(usize, &str)>> = Group::ALL
             .iter()
-            .map(|group| group.rules(&rules).map(|r| r.path.as_str()).collect())
+            .map(|group| {
+                group
+                    .rules(&rules)
+                    .map(|r| (r.index, r.path.as_str()))
+                    .collect()
+            })
             .collect();
         let vm = if interpreter_forced() {
             Err(format!("{ENGINE_ENV}=interpreter"))
@@ -227,6 +248,7 @@ impl PolicySet {
             sources,
             cluster: ClusterHandle::default(),
             runtimes: RuntimeCatalog::default(),
+            index: !applicability::index_disabled(),
         };
         set.smoke_test()?;
         Ok(set)
@@ -284,6 +306,45 @@ impl PolicySet {
         }
     }
 
+    /// The same set evaluating every policy on every request, whatever its
+    /// `applies_when` says: the reference the index is checked against.
+    pub fn without_index(&self) -> PolicySet {
+        PolicySet {
+            index: false,
+            ..self.clone()
+        }
+    }
+
+    /// Whether policies that cannot apply to a request are skipped.
+    pub fn index_enabled(&self) -> bool {
+        self.index
+    }
+
+    /// The policies the index skips for `input` (a Rego input document), each with why:
+    /// what `gangplank check --explain` and `--profile` show.
+    pub fn skipped_policies(&self, input: &RegoValue) -> Vec<(String, String)> {
+        let cluster = self.cluster_view(input);
+        let facts = Facts::of(input, cluster.as_ref());
+        self.policies
+            .iter()
+            .filter(|p| p.enabled)
+            .filter_map(|p| self.skip_reason(p, &facts).map(|why| (p.name.clone(), why)))
+            .collect()
+    }
+
+    /// Why the index skips policy `p` for a request with `facts`, if it does.
+    pub(super) fn skip_reason(&self, p: &PolicyInfo, facts: &Facts) -> Option<String> {
+        if !self.index {
+            return None;
+        }
+        p.applies_when.as_ref()?.skip_reason(facts)
+    }
+
+    /// This request's view of the cluster inventory (`data.cluster`), if one is known.
+    pub(super) fn cluster_view(&self, input: &RegoValue) -> Option<RegoValue> {
+        self.cluster.current().map(|doc| doc.view(input))
+    }
+
     /// A clone of the prepared engine, for evaluating extra rules (Rego tests).
     pub fn engine(&self) -> Engine {
         self.engine.clone()
@@ -312,7 +373,7 @@ impl PolicySet {
             for group in Group::ALL {
                 let len = group.rules(&self.rules).count();
                 program
-                    .vm(&input, None)
+                    .vm(&input, None, None)
                     .and_then(|mut vm| vm.run_group(group.index(), len).map_err(|e| e.message))
                     .map_err(|message| LoadError::Smoke { message })?;
             }
@@ -401,6 +462,7 @@ fn output_rules(policies: &[PolicyInfo]) -> Vec<RuleRef> {
         ];
         for (output, _) in declared.into_iter().filter(|(_, d)| *d) {
             rules.push(RuleRef {
+                index: rules.len(),
                 policy: i,
                 output,
                 path: format!("data.{POLICY_PACKAGE}.{}.{}", p.name, output.rule()),

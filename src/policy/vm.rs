@@ -48,20 +48,34 @@ const MAX_INSTRUCTIONS: usize = 10_000_000;
 
 const ROOT_PACKAGE: &str = "gangplank_vm_root";
 
+/// The data key holding the set of rule indices a request skips (see
+/// [`super::applicability`]); absent when it skips none.
+pub const SKIP_KEY: &str = "gangplank_skip";
+
 /// `all := [count([x | some x in <rule>]), ...]` over every output rule, and one gathered
-/// rule per group: `g0 := [[v | v := <rule>], ...]`. The root is referenced, never run.
-fn root_module(rules: &[&str], groups: &[Vec<&str>]) -> String {
+/// rule per group: `g0 := [g0_0, g0_1, ...]` with `g0_1 := [v | not
+/// data.gangplank_skip[<index>]; v := <rule>]` for each rule of the group. The root is
+/// referenced, never run.
+fn root_module(rules: &[&str], groups: &[Vec<(usize, &str)>]) -> String {
     let mut refs: Vec<String> = rules
         .iter()
         .map(|r| format!("  count([x | some x in {r}])"))
         .collect();
     let mut gathered = String::new();
-    for (i, group) in groups.iter().enumerate() {
+    for (g, group) in groups.iter().enumerate() {
         // `[v | v := r]` is `[]` when r is undefined and `[value]` otherwise: an undefined
-        // rule must not make the whole array undefined.
-        let items: Vec<String> = group.iter().map(|r| format!("  [v | v := {r}]")).collect();
-        gathered.push_str(&format!("\ng{i} := [\n{}\n]\n", items.join(",\n")));
-        refs.push(format!("  count(g{i})"));
+        // rule must not make the whole array undefined. A skipped rule stops at the
+        // lookup, before the VM enters it. One rule per item: written inline, the guards
+        // of thirty rules overflow the VM's 255 registers.
+        let mut items = Vec::with_capacity(group.len());
+        for (n, (i, r)) in group.iter().enumerate() {
+            gathered.push_str(&format!(
+                "\ng{g}_{n} := [v | not data.{SKIP_KEY}[{i}]; v := {r}]\n"
+            ));
+            items.push(format!("  g{g}_{n}"));
+        }
+        gathered.push_str(&format!("\ng{g} := [\n{}\n]\n", items.join(",\n")));
+        refs.push(format!("  count(g{g})"));
     }
     format!(
         "package {ROOT_PACKAGE}\n\nimport rego.v1\n\nall := [\n{}\n]\n{gathered}",
@@ -88,7 +102,7 @@ impl VmProgram {
     pub fn compile_rules(
         engine: &mut Engine,
         rules: &[&str],
-        groups: &[Vec<&str>],
+        groups: &[Vec<(usize, &str)>],
     ) -> Result<VmProgram, String> {
         let mut with_root = engine.clone();
         with_root
@@ -112,18 +126,29 @@ impl VmProgram {
         })
     }
 
-    /// A VM loaded with the program, its data (with `cluster` as `data.cluster`) and
-    /// `input`, ready to run entry points.
-    pub fn vm(&self, input: &RegoValue, cluster: Option<&RegoValue>) -> Result<Vm, String> {
+    /// A VM loaded with the program, its data (with `cluster` as `data.cluster`, and the
+    /// indices of the rules a gathered run skips as `data.gangplank_skip`) and `input`,
+    /// ready to run entry points.
+    pub fn vm(
+        &self,
+        input: &RegoValue,
+        cluster: Option<&RegoValue>,
+        skip: Option<RegoValue>,
+    ) -> Result<Vm, String> {
         let mut vm = RegoVM::new();
         vm.set_max_instructions(MAX_INSTRUCTIONS);
         vm.set_execution_timer_config(Some(time_limit()));
         vm.load_program(self.program.clone());
         let mut data = self.data.clone();
-        if let Some(cluster) = cluster {
+        if cluster.is_some() || skip.is_some() {
             // Copies the top-level map (one key, `params`), not the documents under it.
             let map = data.as_object_mut().map_err(|e| e.to_string())?;
-            map.insert(RegoValue::from("cluster"), cluster.clone());
+            if let Some(cluster) = cluster {
+                map.insert(RegoValue::from("cluster"), cluster.clone());
+            }
+            if let Some(skip) = skip {
+                map.insert(RegoValue::from(SKIP_KEY), skip);
+            }
         }
         vm.set_data(data).map_err(|e| e.to_string())?;
         vm.set_input(input.clone());

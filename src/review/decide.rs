@@ -241,24 +241,28 @@ pub fn validate_mutated(
 /// What `/mutate` answers: the patch of the mutation policies, and no validation. The
 /// apiserver then calls `/validate` with the patched object, whose [`review`] carries every
 /// violation (those of intents that cannot be applied included: they fail again there), so
-/// validating here too would only repeat that work.
-pub fn patch(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
+/// validating here too would only repeat that work. The second value says whether every
+/// intent could be applied: only then may `/validate` take the object as final (see
+/// [`review_mutated`]).
+pub fn patch(set: &PolicySet, input: &Input) -> Result<(Decision, bool), EvalError> {
     if let Some(reason) = skip_reason(set, input) {
-        return Ok(Decision::skip(input, reason));
+        return Ok((Decision::skip(input, reason), false));
     }
     let Mutation {
         mutated,
         applied,
         patch,
+        failed,
         ..
     } = mutate(set, input)?;
-    Ok(Decision {
+    let decision = Decision {
         skipped: None,
         violations: Vec::new(),
         applied,
         patch,
         mutated,
-    })
+    };
+    Ok((decision, failed.is_empty()))
 }
 
 /// Mutation, then validation of the result.
@@ -277,6 +281,40 @@ pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
         ..
     } = mutation;
     violations.extend(failed);
+    conclude(set, input, violations, applied, patch, mutated)
+}
+
+/// [`review`] of an object the mutation policies produced themselves, all of their intents
+/// applied: only the validation policies run. Mutating it again would change nothing and
+/// find nothing (the policy suites check that for every case), so `/validate` answers from
+/// this when `/mutate` handed the object over (see `admission::handoff`).
+pub fn review_mutated(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
+    let input = &*set.runtimes().attach(input);
+    if let Some(reason) = skip_reason(set, input) {
+        return Ok(Decision::skip(input, reason));
+    }
+    let violations = validate(set, input, &input.object)?;
+    let unchanged = json_patch::Patch(Vec::new());
+    conclude(
+        set,
+        input,
+        violations,
+        Vec::new(),
+        unchanged,
+        input.object.clone(),
+    )
+}
+
+/// The decision from a review's violations: TrainJob paths named as the user wrote them,
+/// violations the stored object already had excused, sorted.
+fn conclude(
+    set: &PolicySet,
+    input: &Input,
+    mut violations: Vec<Violation>,
+    applied: Vec<Intent>,
+    patch: json_patch::Patch,
+    mutated: Value,
+) -> Result<Decision, EvalError> {
     if input.trainer_kind() == Some(crate::trainer::TrainerKind::TrainJob) {
         violations
             .iter_mut()

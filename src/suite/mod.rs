@@ -174,6 +174,7 @@ impl Suite {
         let mut mismatches = expect::compare(&case.expect, &result);
         mismatches.extend(backend_disagreement(&set, &input, &result));
         mismatches.extend(revalidation_disagreement(&set, &input, &result));
+        mismatches.extend(index_disagreement(&set, &input, &result));
         if mismatches.is_empty() {
             Ok(())
         } else {
@@ -205,6 +206,38 @@ impl Suite {
     }
 }
 
+/// What `/validate` answers for an object `/mutate` handed over (the validation policies
+/// alone) must be what a full review of it answers.
+fn handoff_disagreement(
+    set: &PolicySet,
+    input: &crate::review::Input,
+    mutated: &crate::review::Input,
+    full: &Decision,
+) -> Option<String> {
+    let complete = match crate::review::decide::patch(set, input) {
+        Ok((_, complete)) => complete,
+        Err(e) => {
+            return Some(format!(
+                "/mutate's path fails where the review does not: {e}"
+            ))
+        }
+    };
+    if !complete {
+        return None;
+    }
+    let handed = crate::review::decide::review_mutated(set, mutated);
+    let (a, b) = (
+        decision_summary(&Ok(full.clone())),
+        decision_summary(&handed),
+    );
+    (a != b).then(|| {
+        format!(
+            "validating the object /mutate handed over (validation policies alone) differs from its full review\n{}",
+            expect::diff_lines(&expect::pretty(&a), &expect::pretty(&b))
+        )
+    })
+}
+
 /// When the set runs on the bytecode VM, the interpreter must reach the same decision:
 /// the VM is newer, so every case doubles as a differential test.
 fn backend_disagreement(
@@ -231,6 +264,36 @@ fn backend_disagreement(
     })
 }
 
+/// The applicability index may only skip policies that would have said nothing: every case
+/// must get the same decision, violations and patch with every policy evaluated.
+fn index_disagreement(
+    set: &PolicySet,
+    input: &crate::review::Input,
+    indexed: &Result<Decision, EvalError>,
+) -> Option<String> {
+    if !set.index_enabled() {
+        return None;
+    }
+    let reference = crate::review::review(&set.without_index(), input);
+    let (a, b) = (decision_summary(indexed), decision_summary(&reference));
+    (a != b).then(|| {
+        format!(
+            "the applicability index changes the decision (skipped here: {:?})\n{}",
+            set.skipped_policies(&input.build_rego_input()),
+            expect::diff_lines(&expect::pretty(&b), &expect::pretty(&a))
+        )
+    })
+}
+
+fn decision_summary(r: &Result<Decision, EvalError>) -> serde_json::Value {
+    match r {
+        Ok(d) => {
+            serde_json::json!({"skipped": d.skipped, "violations": d.violations, "patch": d.patch})
+        }
+        Err(e) => serde_json::json!(format!("evaluation error: {e}")),
+    }
+}
+
 /// The apiserver sends `/validate` the object `/mutate` produced: reviewing that object must
 /// change nothing more and reach the same verdict, or the two webhooks would disagree with
 /// `check` (and a later hand-off of the `/mutate` verdict to `/validate` would be wrong).
@@ -249,6 +312,9 @@ fn revalidation_disagreement(
         Ok(d) => d,
         Err(e) => return Some(format!("reviewing the mutated object fails: {e}")),
     };
+    if let Some(differs) = handoff_disagreement(set, input, &again, &second) {
+        return Some(differs);
+    }
     let summary = |d: &Decision| serde_json::json!({"violations": d.violations, "patch": d.patch});
     let (a, b) = (
         serde_json::json!({"violations": first.violations, "patch": json_patch::Patch(Vec::new())}),
