@@ -8,7 +8,7 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use serde::Deserialize;
 
 use super::snapshot::JobSnapshot;
-use crate::job::view::Problem;
+use crate::job::problem::Problem;
 
 /// `spec.elasticPolicy` of a PyTorchJob (kubeflow.org/v1 `ElasticPolicy`).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

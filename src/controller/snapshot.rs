@@ -22,7 +22,8 @@ use super::restart::{RestartPolicy, RESTARTS_ANNOTATION};
 use super::status::JobStatus;
 use crate::job::kinds::{KindSpec, ReplicaType, Role};
 use crate::job::naming::MAX_LABEL_LEN;
-use crate::job::view::{JobView, Problem};
+use crate::job::problem::Problem;
+use crate::job::view::JobView;
 
 /// Kinds this controller runs in their kubeflow.org/v1 form.
 pub const RUNNABLE_KINDS: &[&str] = &["PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"];

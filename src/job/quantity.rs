@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::view::{type_name, Problem};
+use super::problem::{type_name, Problem};
 use crate::pointer;
 
 /// Prefix of MIG resources under the device plugin's `mixed` strategy.

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 use super::kinds::{KindSpec, ReplicaType};
 use super::naming::pod_name;
+use super::problem::{problem, type_name, Problem};
 use super::quantity::{gpu_resources, GpuResource};
 use super::requests::pod_requests;
 use super::volumes::{claim_volumes, ClaimVolumeView};
@@ -80,12 +81,6 @@ pub struct JobView {
 pub struct PortView {
     pub name: &'static str,
     pub number: u16,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Problem {
-    pub path: String,
-    pub msg: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -688,23 +683,4 @@ fn map_at(v: Option<&Value>) -> Map<String, Value> {
 
 fn str_at(v: Option<&Value>, key: &str) -> Option<String> {
     v?.get(key)?.as_str().map(str::to_string)
-}
-
-pub(crate) fn problem(path: &str, msg: String) -> Problem {
-    Problem {
-        path: path.to_string(),
-        msg,
-    }
-}
-
-/// The JSON type name of a value, for messages like "got string".
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "list",
-        Value::Object(_) => "object",
-    }
 }

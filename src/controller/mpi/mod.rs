@@ -28,7 +28,7 @@ use super::restart::RestartPolicy;
 use super::snapshot::{JobSnapshot, Replica};
 use super::watchdog;
 use crate::job::kinds::Role;
-use crate::job::view::Problem;
+use crate::job::problem::Problem;
 use crate::job::KindSpec;
 use k8s_openapi::api::core::v1::Pod;
 
