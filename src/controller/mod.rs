@@ -13,7 +13,8 @@
 //! - [`naming`]: names, labels, selectors and owner references of generated objects.
 //! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX).
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
-//! - [`podgroup`]: Volcano and scheduler-plugins PodGroups ([`quantity`]: minResources sums).
+//! - [`podgroup`]: Volcano and scheduler-plugins PodGroups (minResources summed with
+//!   [`crate::job::quantity`]).
 //! - [`elastic`]: PyTorch `elasticPolicy` (bounds, checks, gang size); [`hpa`]: its HPA.
 //! - [`mpi`]: MPIJob v2beta1 (launcher, workers, ConfigMap, Service, SSH Secret) and v1
 //!   ([`mpi::kubexec`]: ConfigMap with kubexec.sh, the launcher's ServiceAccount and Role).
@@ -55,7 +56,6 @@ pub mod outcome;
 mod plan;
 pub mod podgroup;
 pub mod pods;
-pub mod quantity;
 pub mod reconcile;
 pub mod replicas;
 pub mod restart;
