@@ -7,7 +7,7 @@
 //!
 //! Table of contents, in the order `plan` consults them:
 //! - [`snapshot`]: [`JobSnapshot`], the job object parsed once (kind table row, replicas,
-//!   runPolicy, status, structural problems).
+//!   runPolicy, status); [`checks`]: its structural problems and the rules' (elastic, MPI).
 //! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts.
 //! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image).
 //! - [`naming`]: names, labels, selectors and owner references of generated objects.
@@ -40,6 +40,7 @@
 
 pub mod action;
 pub mod apply;
+pub mod checks;
 pub mod config;
 pub mod deadlines;
 pub mod elastic;

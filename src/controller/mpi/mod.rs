@@ -6,9 +6,10 @@
 //! MPIJob `kubeflow.org/v1` (the training operator's, kubectl-exec transport) shares the
 //! launcher/worker rules here and differs in its objects and pods: see [`kubexec`].
 //!
-//! Entry points: [`MpiSpec`] (the spec fields, defaulted), [`objects`] (ConfigMap, Service,
-//! Secret request), [`pods`] (what the launcher and workers get on top of the generic pod),
-//! [`launcher_may_start`] (launcherCreationPolicy).
+//! Entry points: [`MpiSpec`](super::snapshot::MpiSpec) (the spec fields, defaulted, parsed
+//! with the job), [`objects`] (ConfigMap, Service, Secret request), [`pods`] (what the
+//! launcher and workers get on top of the generic pod), [`launcher_may_start`]
+//! (launcherCreationPolicy).
 //!
 //! Difference from upstream: the launcher is a pod owned by the MPIJob, not a batch/v1 Job.
 //! The generic planner then gives it what it gives every pod: restartPolicy (OnFailure
@@ -18,8 +19,6 @@
 pub mod kubexec;
 pub mod objects;
 pub mod pods;
-
-use serde::Deserialize;
 
 use super::config::Config;
 use super::observed::Observed;
@@ -36,37 +35,6 @@ use k8s_openapi::api::core::v1::Pod;
 pub const CONFIG_MOUNT_PATH: &str = "/etc/mpi";
 pub const HOSTFILE: &str = "hostfile";
 pub const DISCOVER_HOSTS: &str = "discover_hosts.sh";
-/// Default `sshAuthMountPath`; only there are the key files made 0600 (sshd refuses a
-/// group-readable key under /root, other paths are left to the image's user).
-pub const ROOT_SSH_PATH: &str = "/root/.ssh";
-
-/// The MPIJob spec fields beyond replicas and runPolicy, with the operators' defaults
-/// (v2beta1's, and v1's `mainContainer`; a field of the other version stays at its default,
-/// the apiserver prunes it).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct MpiSpec {
-    pub slots_per_worker: i32,
-    /// v1: the container `kubexec.sh` execs into (`kubectl exec --container`).
-    pub main_container: Option<String>,
-    pub run_launcher_as_worker: bool,
-    pub ssh_auth_mount_path: String,
-    pub launcher_creation_policy: String,
-    pub mpi_implementation: String,
-}
-
-impl Default for MpiSpec {
-    fn default() -> MpiSpec {
-        MpiSpec {
-            slots_per_worker: 1,
-            main_container: None,
-            run_launcher_as_worker: false,
-            ssh_auth_mount_path: ROOT_SSH_PATH.to_string(),
-            launcher_creation_policy: "AtStartup".to_string(),
-            mpi_implementation: "OpenMPI".to_string(),
-        }
-    }
-}
 
 /// Whether `job` is a v2beta1 MPIJob (the mpi-operator's, SSH transport).
 pub fn is_v2(job: &JobSnapshot) -> bool {
