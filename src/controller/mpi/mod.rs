@@ -21,11 +21,9 @@ pub mod objects;
 pub mod pods;
 
 use super::config::Config;
-use super::observed::Observed;
-use super::replicas::{name, phase};
+use super::observed::phase;
 use super::restart::RestartPolicy;
 use super::snapshot::{JobSnapshot, Replica};
-use super::watchdog;
 use crate::job::kinds::Role;
 use crate::job::problem::Problem;
 use crate::job::KindSpec;
@@ -100,30 +98,6 @@ fn is_ready(pod: &Pod) -> bool {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// A launcher that failed before any worker ran most likely could not reach them: the
-/// sentence that says so, with the workers' phases and the cluster's cause for the wait
-/// (the gang watchdog's), appended to the Restarting message.
-pub fn launcher_failed_early(
-    job: &JobSnapshot,
-    failed_type: &str,
-    workers: &[&Pod],
-    observed: &Observed,
-) -> Option<String> {
-    if !is_mpi(job) || failed_type != "Launcher" || workers.iter().any(|p| phase(p) == "Running") {
-        return None;
-    }
-    let states: Vec<String> = workers
-        .iter()
-        .map(|p| format!("{} {}", name(p), phase(p)))
-        .collect();
-    let pending: Vec<&Pod> = workers.to_vec();
-    Some(format!(
-        " No worker was Running yet ({}): {}",
-        states.join(", "),
-        watchdog::cause(observed, &pending)
-    ))
 }
 
 /// `"<n>/<m> workers are evicted"` when any worker pod was evicted: both MPI operators fail
