@@ -16,12 +16,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::kinds::{KindSpec, ReplicaType};
-use super::naming::pod_name;
+use super::naming::{pod_name, type_pod_labels};
 use super::problem::{problem, type_name, Problem};
 use super::quantity::{gpu_resources, GpuResource};
 use super::requests::pod_requests;
 use super::volumes::{claim_volumes, ClaimVolumeView};
-use crate::controller::naming::type_pod_labels;
 use crate::pointer;
 
 /// Placeholder for the five random characters the apiserver appends to `generateName`.
@@ -230,7 +229,7 @@ impl JobView {
 }
 
 /// Each replica's `pod_labels`: its template's labels under those the controller puts on
-/// every pod of the type (`controller::naming::type_pod_labels`).
+/// every pod of the type ([`type_pod_labels`]).
 fn with_controller_labels(
     spec: &'static KindSpec,
     job: &str,

@@ -24,9 +24,8 @@ use super::config::Config;
 use super::observed::phase;
 use super::restart::RestartPolicy;
 use super::snapshot::{JobSnapshot, Replica};
-use crate::job::kinds::Role;
+use crate::job::kinds::{is_mpi_v2, Role};
 use crate::job::problem::Problem;
-use crate::job::KindSpec;
 use k8s_openapi::api::core::v1::Pod;
 
 /// Where the hostfile and discover_hosts.sh are mounted in the launcher.
@@ -36,12 +35,7 @@ pub const DISCOVER_HOSTS: &str = "discover_hosts.sh";
 
 /// Whether `job` is a v2beta1 MPIJob (the mpi-operator's, SSH transport).
 pub fn is_v2(job: &JobSnapshot) -> bool {
-    is_v2_kind(job.spec)
-}
-
-/// Whether `spec` is the v2beta1 MPIJob's row of the kind table.
-pub fn is_v2_kind(spec: &KindSpec) -> bool {
-    spec.kind == "MPIJob" && spec.version == "v2beta1"
+    is_mpi_v2(job.spec)
 }
 
 /// Whether `job` is a v1 MPIJob (the training operator's, kubectl-exec transport).
