@@ -10,6 +10,9 @@
 //! - [`review`]: admission requests in (manifests or AdmissionReviews), decisions out.
 //! - [`suite`]: policy test suites (Rego `test_*` rules and YAML case files).
 //! - [`cli`]: the `gangplank` subcommands.
+//!
+//! Below them all: [`duration`] (`500ms`, `2s`, `1m` in flags and params.yaml), [`exit`] (the
+//! exit codes), [`pointer`](mod@pointer) (JSON pointers).
 
 pub mod admission;
 pub mod audit;
@@ -17,6 +20,8 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod crd;
+pub mod duration;
+pub mod exit;
 pub mod images;
 pub mod job;
 pub mod pointer;

@@ -12,7 +12,7 @@
 //!   object already had are excused ([`crate::review::existing`]); a CREATE has no stored
 //!   object, so nothing is excused here.
 //! - One job that cannot be evaluated, or one file that cannot be read, never hides the
-//!   others: it is reported, and the run exits [`crate::cli::exit::UNREADABLE`].
+//!   others: it is reported, and the run exits [`crate::exit::UNREADABLE`].
 
 // Jobs and snapshot files come from outside: a panic would lose the whole audit.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
@@ -24,7 +24,7 @@ pub mod snapshot;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::exit;
+use crate::exit;
 use crate::policy::{Action, PolicySet, Violation};
 use crate::review::{self, DocumentError, Input};
 

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::exit;
 use super::report::error_chain;
 use crate::audit::{self, live, report, Audit};
 use crate::cluster::Inventory;
+use crate::exit;
 use crate::policy::PolicySet;
 use crate::trainer::RuntimeCatalog;
 

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::exit;
 use super::report::error_chain;
 use crate::admission::certs::Bundle;
+use crate::exit;
 
 #[derive(Debug, Args)]
 pub struct CertsArgs {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
-use super::exit;
 use super::report::{self, Outcome, Unresolved};
+use crate::exit;
 use crate::images::{pin, Keychain, Pinner};
 use crate::policy::{EvalError, PolicySet};
 use crate::review::documents::{ReadOptions, DEFAULT_MAX_DOCUMENT_BYTES};

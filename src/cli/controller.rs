@@ -11,12 +11,13 @@ use futures::FutureExt as _;
 use kube::runtime::events::Reporter;
 use tracing::{error, info, warn};
 
-use super::{exit, parse_duration};
 use crate::controller::leader::{Elector, LeaseConfig, LeaseError};
 use crate::controller::metrics::ControllerMetrics;
 use crate::controller::snapshot::RUNNABLE_KINDS;
 use crate::controller::{runner, Config, GangScheduler, StuckAction};
+use crate::duration::parse_duration;
 use crate::error_chain;
+use crate::exit;
 use crate::job::KindSpec;
 
 /// Settings of the lifecycle controller, shared by `controller` and `serve --controller`.

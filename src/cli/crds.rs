@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::exit;
 use super::report::error_chain;
 use crate::crd::{self, CrdFile};
+use crate::exit;
 
 #[derive(Debug, Args)]
 pub struct CrdsArgs {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::exit;
+use crate::exit;
 use crate::policy::EvalError;
 use crate::review::{Decision, Document, DocumentError};
 

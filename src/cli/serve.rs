@@ -9,12 +9,13 @@ use std::time::Duration;
 use clap::Args;
 use tracing::{error, info, warn};
 
-use super::{exit, parse_duration};
 use crate::admission::certs::{self, Bundle};
 use crate::admission::handler::Limits;
 use crate::admission::server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS};
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
 use crate::cluster::ClusterHandle;
+use crate::duration::parse_duration;
+use crate::exit;
 use crate::images::{Keychain, Pinner};
 use crate::trainer::RuntimeCatalog;
 

@@ -11,7 +11,7 @@ macro_rules! say {
 
 use clap::Args;
 
-use super::exit;
+use crate::exit;
 use crate::suite::junit::{self, JunitCase};
 use crate::suite::Suite;
 

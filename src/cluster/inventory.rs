@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Map, Value};
 
-use crate::controller::quantity::Nanos;
+use crate::job::quantity::{Nanos, NANO};
 
 /// Taints that report a node's passing condition (not-ready, unreachable, pressure), set and
 /// cleared by the node lifecycle controller: they say nothing about what the node can hold
@@ -28,7 +28,6 @@ const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 const PER_NODE_LABELS: &[&str] = &["kubernetes.io/hostname"];
 /// The NVIDIA GPU Operator's label for the device plugin's MIG strategy.
 pub const MIG_STRATEGY_LABEL: &str = "nvidia.com/mig.strategy";
-const NANO: i128 = 1_000_000_000;
 
 /// What the cluster has, as read (from a watch cache or a snapshot file).
 #[derive(Debug, Clone, Default)]

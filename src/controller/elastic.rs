@@ -1,55 +1,12 @@
 //! PyTorch `spec.elasticPolicy`: the typed policy, upstream's in-memory defaulting of its
 //! bounds, the checks upstream's webhook makes, and what the bounds mean for the gang.
 //!
-//! Entry points: [`ElasticPolicy`], [`ElasticPolicy::bounds`], [`problems`], [`min_member`].
+//! Entry points: [`ElasticPolicy`] and [`ElasticPolicy::bounds`] (parsed with the job, in
+//! [`super::snapshot`]), [`problems`], [`min_member`].
 //! The torchrun variables it produces live in `env/pytorch.rs`, the HPA in [`super::hpa`].
 
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
-use serde::Deserialize;
-
-use super::snapshot::JobSnapshot;
-use crate::job::view::Problem;
-
-/// `spec.elasticPolicy` of a PyTorchJob (kubeflow.org/v1 `ElasticPolicy`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ElasticPolicy {
-    pub min_replicas: Option<i32>,
-    pub max_replicas: Option<i32>,
-    /// `c10d`, `etcd` or `etcd-v2`; not an enum in the CRD, so passed through as written.
-    pub rdzv_backend: Option<String>,
-    pub rdzv_port: Option<i32>,
-    pub rdzv_host: Option<String>,
-    pub rdzv_id: Option<String>,
-    pub rdzv_conf: Option<Vec<RdzvConf>>,
-    pub standalone: Option<bool>,
-    /// Deprecated in favour of `spec.nprocPerNode`; still honoured.
-    pub n_proc_per_node: Option<i32>,
-    pub max_restarts: Option<i32>,
-    /// autoscaling/v2 metrics; an HPA exists only when this is set.
-    pub metrics: Option<Vec<MetricSpec>>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-pub struct RdzvConf {
-    #[serde(default)]
-    pub key: String,
-    #[serde(default)]
-    pub value: String,
-}
-
-impl ElasticPolicy {
-    /// `(min, max)` Worker replicas as upstream defaults them in memory: both unset take the
-    /// Worker count, one unset copies the other.
-    pub fn bounds(&self, workers: i32) -> (i32, i32) {
-        match (self.min_replicas, self.max_replicas) {
-            (Some(min), Some(max)) => (min, max),
-            (Some(min), None) => (min, min),
-            (None, Some(max)) => (max, max),
-            (None, None) => (workers, workers),
-        }
-    }
-}
+use super::snapshot::{ElasticPolicy, JobSnapshot};
+use crate::job::problem::Problem;
 
 /// The job's elastic policy with its Worker count, when it has both.
 pub fn of(job: &JobSnapshot) -> Option<(&ElasticPolicy, i32)> {

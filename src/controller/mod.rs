@@ -7,13 +7,14 @@
 //!
 //! Table of contents, in the order `plan` consults them:
 //! - [`snapshot`]: [`JobSnapshot`], the job object parsed once (kind table row, replicas,
-//!   runPolicy, status, structural problems).
+//!   runPolicy, status); [`checks`]: its structural problems and the rules' (elastic, MPI).
 //! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts.
 //! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image).
 //! - [`naming`]: names, labels, selectors and owner references of generated objects.
 //! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX).
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
-//! - [`podgroup`]: Volcano and scheduler-plugins PodGroups ([`quantity`]: minResources sums).
+//! - [`podgroup`]: Volcano and scheduler-plugins PodGroups (minResources summed with
+//!   [`crate::job::quantity`]).
 //! - [`elastic`]: PyTorch `elasticPolicy` (bounds, checks, gang size); [`hpa`]: its HPA.
 //! - [`mpi`]: MPIJob v2beta1 (launcher, workers, ConfigMap, Service, SSH Secret) and v1
 //!   ([`mpi::kubexec`]: ConfigMap with kubexec.sh, the launcher's ServiceAccount and Role).
@@ -39,6 +40,7 @@
 
 pub mod action;
 pub mod apply;
+pub mod checks;
 pub mod config;
 pub mod deadlines;
 pub mod elastic;
@@ -55,7 +57,6 @@ pub mod outcome;
 mod plan;
 pub mod podgroup;
 pub mod pods;
-pub mod quantity;
 pub mod reconcile;
 pub mod replicas;
 pub mod restart;

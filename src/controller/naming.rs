@@ -8,13 +8,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::mpi;
 use super::snapshot::{JobSnapshot, Replica};
 use crate::job::kinds::Role;
-use crate::job::KindSpec;
+use crate::job::naming::{labels_of_job, type_pod_labels};
 
-pub const JOB_NAME: &str = "training.kubeflow.org/job-name";
-pub const OPERATOR_NAME: &str = "training.kubeflow.org/operator-name";
-pub const REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
-pub const REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
-pub const JOB_ROLE: &str = "training.kubeflow.org/job-role";
+// The label keys belong to the job's names (the JobView's podLabels carry them too); the
+// controller reads them here, with the rest of what it names.
+pub use crate::job::naming::{JOB_NAME, JOB_ROLE, OPERATOR_NAME, REPLICA_INDEX, REPLICA_TYPE};
 
 /// `<job>-<type lowercased>-<index>`, the name of a pod and of its Service.
 pub fn replica_name(job: &JobSnapshot, replica: &Replica, index: i32) -> String {
@@ -35,26 +33,6 @@ pub fn pod_group_name(job: &JobSnapshot) -> String {
 /// Labels every object of the job carries: job-name and operator-name.
 pub fn job_labels(job: &JobSnapshot) -> BTreeMap<String, String> {
     labels_of_job(&job.name, job.spec)
-}
-
-fn labels_of_job(name: &str, spec: &KindSpec) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (JOB_NAME.to_string(), name.to_string()),
-        (OPERATOR_NAME.to_string(), spec.operator_name.to_string()),
-    ])
-}
-
-/// Labels every pod of a replica type carries, whatever its index: the job's, the type
-/// (`type_label`, lower-cased) and, for MPIJob v2beta1, `job-role` (the mpi-operator marks
-/// every pod with its role: launcher or worker). The JobView's `podLabels` are these over
-/// the template's labels, so what NetworkPolicies are matched against is what pods get.
-pub fn type_pod_labels(job: &str, spec: &KindSpec, type_label: &str) -> BTreeMap<String, String> {
-    let mut labels = labels_of_job(job, spec);
-    labels.insert(REPLICA_TYPE.to_string(), type_label.to_string());
-    if mpi::is_v2_kind(spec) {
-        labels.insert(JOB_ROLE.to_string(), type_label.to_string());
-    }
-    labels
 }
 
 /// Labels of replica `index` of `replica`: the type's ([`type_pod_labels`]), the index and,

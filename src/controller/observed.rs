@@ -1,5 +1,6 @@
 //! What exists in the cluster for one job, as the I/O shell read it: the pods and Services the
 //! job owns, its PodGroup, and the cluster facts the gang watchdog explains a stall with.
+//! Also the two fields of an observed pod every rule reads, [`name`] and [`phase`].
 
 use std::collections::BTreeMap;
 
@@ -94,4 +95,15 @@ impl Observed {
             .iter()
             .any(|s| s.metadata.name.as_deref() == Some(name))
     }
+}
+
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+pub fn name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or_default()
 }

@@ -6,8 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::action::{Action, DeleteReason, Event, NewPod, Plan};
 use super::config::{Config, StuckAction};
 use super::deadlines::{self, Deadline};
-use super::observed::{Observed, SshSecret};
-use super::replicas::{self, phase, Slots};
+use super::observed::{self, phase, Observed, SshSecret};
+use super::replicas::{self, Slots};
 use super::restart::{self, BackoffCount, FailedPod};
 use super::snapshot::JobSnapshot;
 use super::status::{reason, ConditionType, JobStatus};
@@ -271,8 +271,8 @@ impl<'a> Planner<'a> {
             .map(|f| match f.verdict {
                 FailedPod::Recreate {
                     exit_code: Some(code),
-                } => format!("{} (exit code {code})", replicas::name(f.pod)),
-                _ => replicas::name(f.pod).to_string(),
+                } => format!("{} (exit code {code})", observed::name(f.pod)),
+                _ => observed::name(f.pod).to_string(),
             })
             .collect();
         let msg = format!("{} Recreating {}.", c.message, pods.join(", "));
@@ -282,7 +282,8 @@ impl<'a> Planner<'a> {
     /// MPI: a launcher restarted before any worker ran gets the workers' state appended to
     /// the Restarting message (whichever rule wrote it last).
     fn explain_restart(&mut self, failed_type: &str, slots: &[Slots]) {
-        let why = mpi::launcher_failed_early(self.job, failed_type, &workers(slots), self.observed);
+        let why =
+            watchdog::launcher_failed_early(self.job, failed_type, &workers(slots), self.observed);
         let current = self.status.condition(ConditionType::Restarting);
         if let (Some(why), Some(c)) = (why, current.filter(|c| c.status == "True")) {
             let msg = format!("{}{why}", c.message);
@@ -661,7 +662,7 @@ impl<'a> Planner<'a> {
         let msg = format!(
             "Pod: {}.{} exited with code {code}",
             self.job.namespace,
-            replicas::name(pod)
+            observed::name(pod)
         );
         self.out.events.push(Event::normal("ExitedWithCode", msg));
     }
@@ -673,7 +674,7 @@ impl<'a> Planner<'a> {
         if pod.metadata.deletion_timestamp.is_some() {
             return;
         }
-        let name = replicas::name(pod).to_string();
+        let name = observed::name(pod).to_string();
         let service = reason == DeleteReason::CleanUp && self.observed.has_service(&name);
         self.push(Action::DeletePod {
             name: name.clone(),

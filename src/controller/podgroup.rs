@@ -28,8 +28,8 @@ use super::elastic;
 use super::mpi;
 use super::naming;
 use super::observed::QueueProblem;
-use super::quantity::Nanos;
 use super::snapshot::{JobSnapshot, Replica};
+use crate::job::quantity::Nanos;
 
 pub const VOLCANO_API: &str = "scheduling.volcano.sh/v1beta1";
 pub const SCHEDULER_PLUGINS_API: &str = "scheduling.x-k8s.io/v1alpha1";

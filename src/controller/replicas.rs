@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::mpi;
 use super::naming::{self, REPLICA_INDEX, REPLICA_TYPE};
+use super::observed::phase;
 use super::snapshot::{JobSnapshot, Replica};
 use super::status::ReplicaStatus;
 
@@ -77,17 +78,6 @@ impl Slots<'_> {
         }
         s
     }
-}
-
-pub fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending")
-}
-
-pub fn name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or_default()
 }
 
 fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a String> {

@@ -1,34 +1,34 @@
 //! [`JobSnapshot`]: a job object parsed once for the planner.
 //!
-//! Entry point: [`JobSnapshot::from_value`]. The kind table and [`JobView`] from
-//! [`crate::job`] supply replica types, roles, default container and port; this module adds
-//! what only the controller needs (typed pod templates, runPolicy, status, restart count).
+//! Entry point: [`JobSnapshot::from_value`], in [`super::checks`]. The kind table and
+//! [`JobView`] from [`crate::job`] supply replica types, roles, default container and port;
+//! this module adds what only the controller needs (typed pod templates, runPolicy, the
+//! elastic policy and MPI fields, status, restart count).
 //!
-//! # Guarantees
-//! Building fails only for objects that are not a kind this controller runs. Anything
-//! malformed inside a runnable kind becomes a [`Problem`] in `problems`, and `plan` fails
-//! such a job with a condition naming it instead of creating half a gang.
+//! The snapshot is the leaf that the rules ([`elastic`](super::elastic),
+//! [`mpi`](super::mpi), [`naming`](super::naming), [`podgroup`](super::podgroup), …) read:
+//! it parses and never calls them. Their checks are added by [`super::checks`].
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::elastic::{self, ElasticPolicy};
-use super::mpi::{self, MpiSpec};
 use super::restart::{RestartPolicy, RESTARTS_ANNOTATION};
 use super::status::JobStatus;
 use crate::job::kinds::{KindSpec, ReplicaType, Role};
-use crate::job::naming::MAX_LABEL_LEN;
-use crate::job::view::{JobView, Problem};
+use crate::job::problem::Problem;
+use crate::job::view::JobView;
 
 /// Kinds this controller runs in their kubeflow.org/v1 form.
 pub const RUNNABLE_KINDS: &[&str] = &["PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"];
 
-/// MPIJob runs in its `kubeflow.org/v2beta1` form (mpi-operator semantics, see [`mpi`]) and
-/// its `kubeflow.org/v1` form (training operator semantics, see [`mpi::kubexec`]).
+/// MPIJob runs in its `kubeflow.org/v2beta1` form (mpi-operator semantics, see
+/// [`mpi`](super::mpi)) and its `kubeflow.org/v1` form (training operator semantics, see
+/// [`mpi::kubexec`](super::mpi::kubexec)).
 const RUNNABLE_MPI_VERSIONS: &[&str] = &["v2beta1", "v1"];
 
 /// `runPolicy.managedBy` values that mean "the training operator runs it", i.e. us.
@@ -127,10 +127,83 @@ pub struct Extras {
     pub enable_dynamic_worker: bool,
 }
 
+/// `spec.elasticPolicy` of a PyTorchJob (kubeflow.org/v1 `ElasticPolicy`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ElasticPolicy {
+    pub min_replicas: Option<i32>,
+    pub max_replicas: Option<i32>,
+    /// `c10d`, `etcd` or `etcd-v2`; not an enum in the CRD, so passed through as written.
+    pub rdzv_backend: Option<String>,
+    pub rdzv_port: Option<i32>,
+    pub rdzv_host: Option<String>,
+    pub rdzv_id: Option<String>,
+    pub rdzv_conf: Option<Vec<RdzvConf>>,
+    pub standalone: Option<bool>,
+    /// Deprecated in favour of `spec.nprocPerNode`; still honoured.
+    pub n_proc_per_node: Option<i32>,
+    pub max_restarts: Option<i32>,
+    /// autoscaling/v2 metrics; an HPA exists only when this is set.
+    pub metrics: Option<Vec<MetricSpec>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct RdzvConf {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+impl ElasticPolicy {
+    /// `(min, max)` Worker replicas as upstream defaults them in memory: both unset take the
+    /// Worker count, one unset copies the other.
+    pub fn bounds(&self, workers: i32) -> (i32, i32) {
+        match (self.min_replicas, self.max_replicas) {
+            (Some(min), Some(max)) => (min, max),
+            (Some(min), None) => (min, min),
+            (None, Some(max)) => (max, max),
+            (None, None) => (workers, workers),
+        }
+    }
+}
+
+/// Default `sshAuthMountPath`; only there are the key files made 0600 (sshd refuses a
+/// group-readable key under /root, other paths are left to the image's user).
+pub const ROOT_SSH_PATH: &str = "/root/.ssh";
+
+/// The MPIJob spec fields beyond replicas and runPolicy, with the operators' defaults
+/// (v2beta1's, and v1's `mainContainer`; a field of the other version stays at its default,
+/// the apiserver prunes it).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MpiSpec {
+    pub slots_per_worker: i32,
+    /// v1: the container `kubexec.sh` execs into (`kubectl exec --container`).
+    pub main_container: Option<String>,
+    pub run_launcher_as_worker: bool,
+    pub ssh_auth_mount_path: String,
+    pub launcher_creation_policy: String,
+    pub mpi_implementation: String,
+}
+
+impl Default for MpiSpec {
+    fn default() -> MpiSpec {
+        MpiSpec {
+            slots_per_worker: 1,
+            main_container: None,
+            run_launcher_as_worker: false,
+            ssh_auth_mount_path: ROOT_SSH_PATH.to_string(),
+            launcher_creation_policy: "AtStartup".to_string(),
+            mpi_implementation: "OpenMPI".to_string(),
+        }
+    }
+}
+
 impl JobSnapshot {
-    /// Parses a job object of one of the [`RUNNABLE_KINDS`], or an MPIJob (v2beta1 or v1; not
-    /// in `RUNNABLE_KINDS` because the controller runs it only when asked to).
-    pub fn from_value(object: &Value) -> Result<JobSnapshot, SnapshotError> {
+    /// The job object parsed, without the checks that read it: only
+    /// [`JobSnapshot::from_value`] (in [`super::checks`]) calls it, and adds them.
+    pub(super) fn parse(object: &Value) -> Result<JobSnapshot, SnapshotError> {
         let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or_default();
         let (api_version, kind) = (text("apiVersion"), text("kind"));
         let spec = crate::job::lookup(api_version, kind)
@@ -194,7 +267,7 @@ impl JobSnapshot {
             problems,
             view,
         };
-        Ok(snapshot.checked())
+        Ok(snapshot)
     }
 
     pub fn kind(&self) -> &'static str {
@@ -225,72 +298,6 @@ impl JobSnapshot {
     /// Sum of `replicas` over every replica type.
     pub fn total_replicas(&self) -> i32 {
         self.replicas.iter().map(|r| r.replicas).sum()
-    }
-
-    /// Structural checks beyond the view's: the controller must be able to build every pod.
-    fn checked(mut self) -> JobSnapshot {
-        let mut found = Vec::new();
-        if self.name.is_empty() {
-            found.push(problem("/metadata/name", "is required".into()));
-        }
-        for r in &self.view.replicas {
-            if !r.known {
-                let allowed = self.view.allowed_types.join(", ");
-                found.push(problem(
-                    &r.path,
-                    format!(
-                        "unknown replica type {}; {} allows {allowed}",
-                        r.key,
-                        self.kind()
-                    ),
-                ));
-            }
-            if r.replicas < 1 {
-                found.push(problem(&r.path, "replicas must be at least 1".into()));
-            } else if r.coordinator && r.replicas > 1 {
-                found.push(problem(
-                    &r.path,
-                    format!("{} must have exactly 1 replica", r.replica_type),
-                ));
-            }
-            if r.known && r.containers.is_empty() {
-                found.push(problem(
-                    &r.pod_spec_path,
-                    "needs at least one container".into(),
-                ));
-            }
-            if r.last_pod_name.len() > MAX_LABEL_LEN {
-                found.push(problem(
-                    "/metadata/name",
-                    format!(
-                        "pod name {} is longer than {MAX_LABEL_LEN} characters",
-                        r.last_pod_name
-                    ),
-                ));
-            }
-        }
-        if self
-            .replicas
-            .iter()
-            .filter(|r| r.role() == Role::Coordinator)
-            .count()
-            > 1
-        {
-            found.push(problem(
-                &self.view.replica_specs_path,
-                "Chief and Master cannot both be set".into(),
-            ));
-        }
-        if self.view.replicas.is_empty() && self.view.problems.is_empty() {
-            found.push(problem(
-                &self.view.replica_specs_path,
-                "has no replica specs".into(),
-            ));
-        }
-        found.extend(elastic::problems(&self));
-        found.extend(mpi::problems(&self));
-        self.problems.extend(found);
-        self
     }
 }
 

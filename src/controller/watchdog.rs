@@ -6,6 +6,9 @@
 //! [`Config::start_deadline`]. The clock starts at the oldest Pending pod's creation, so a
 //! recreated gang gets a fresh deadline; while a Volcano job waits for its PodGroup (no pods
 //! yet) it starts at the PodGroup's creation, else at the job's startTime.
+//!
+//! [`launcher_failed_early`] explains an MPI launcher that failed before any worker ran with
+//! the same [`cause`].
 
 use std::time::Duration;
 
@@ -14,9 +17,9 @@ use serde_json::Value;
 
 use super::config::Config;
 use super::deadlines::Deadline;
-use super::observed::Observed;
+use super::mpi;
+use super::observed::{name, phase, Observed};
 use super::podgroup;
-use super::replicas::{name, phase};
 use super::snapshot::JobSnapshot;
 use super::Timestamp;
 
@@ -154,6 +157,33 @@ pub fn gang_reason(observed: &Observed) -> Option<String> {
     }
     let warnings = &observed.facts.pod_group_warnings;
     podgroup::unschedulable_message(observed.pod_group.as_ref(), warnings)
+}
+
+/// A launcher that failed before any worker ran most likely could not reach them: the
+/// sentence that says so, with the workers' phases and the cluster's cause for the wait
+/// (the gang watchdog's), appended to the Restarting message.
+pub fn launcher_failed_early(
+    job: &JobSnapshot,
+    failed_type: &str,
+    workers: &[&Pod],
+    observed: &Observed,
+) -> Option<String> {
+    if !mpi::is_mpi(job)
+        || failed_type != "Launcher"
+        || workers.iter().any(|p| phase(p) == "Running")
+    {
+        return None;
+    }
+    let states: Vec<String> = workers
+        .iter()
+        .map(|p| format!("{} {}", name(p), phase(p)))
+        .collect();
+    let pending: Vec<&Pod> = workers.to_vec();
+    Some(format!(
+        " No worker was Running yet ({}): {}",
+        states.join(", "),
+        cause(observed, &pending)
+    ))
 }
 
 /// `pod <name>: <reason>: <message>` for a container stuck pulling its image.

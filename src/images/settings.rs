@@ -98,7 +98,7 @@ mod duration_text {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
-        crate::cli::parse_duration(&text).map_err(serde::de::Error::custom)
+        crate::duration::parse_duration(&text).map_err(serde::de::Error::custom)
     }
 }
 

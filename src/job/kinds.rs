@@ -71,6 +71,11 @@ pub struct KindSpec {
     pub operator_name: &'static str,
 }
 
+/// Whether `spec` is the v2beta1 MPIJob's row of the kind table.
+pub fn is_mpi_v2(spec: &KindSpec) -> bool {
+    spec.kind == "MPIJob" && spec.version == "v2beta1"
+}
+
 impl KindSpec {
     pub fn api_version(&self) -> String {
         format!("{}/{}", self.group, self.version)

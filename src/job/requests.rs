@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Map, Value};
 
-use crate::controller::quantity::Nanos;
+use super::quantity::Nanos;
 
 /// Nano-units per milli-unit and per unit.
 const NANO_PER_MILLI: i128 = 1_000_000;

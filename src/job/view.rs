@@ -16,11 +16,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::kinds::{KindSpec, ReplicaType};
-use super::naming::pod_name;
+use super::naming::{pod_name, type_pod_labels};
+use super::problem::{problem, type_name, Problem};
 use super::quantity::{gpu_resources, GpuResource};
 use super::requests::pod_requests;
 use super::volumes::{claim_volumes, ClaimVolumeView};
-use crate::controller::naming::type_pod_labels;
 use crate::pointer;
 
 /// Placeholder for the five random characters the apiserver appends to `generateName`.
@@ -80,12 +80,6 @@ pub struct JobView {
 pub struct PortView {
     pub name: &'static str,
     pub number: u16,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Problem {
-    pub path: String,
-    pub msg: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -235,7 +229,7 @@ impl JobView {
 }
 
 /// Each replica's `pod_labels`: its template's labels under those the controller puts on
-/// every pod of the type (`controller::naming::type_pod_labels`).
+/// every pod of the type ([`type_pod_labels`]).
 fn with_controller_labels(
     spec: &'static KindSpec,
     job: &str,
@@ -688,23 +682,4 @@ fn map_at(v: Option<&Value>) -> Map<String, Value> {
 
 fn str_at(v: Option<&Value>, key: &str) -> Option<String> {
     v?.get(key)?.as_str().map(str::to_string)
-}
-
-pub(crate) fn problem(path: &str, msg: String) -> Problem {
-    Problem {
-        path: path.to_string(),
-        msg,
-    }
-}
-
-/// The JSON type name of a value, for messages like "got string".
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "list",
-        Value::Object(_) => "object",
-    }
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::EvalError;
-use crate::job::view::type_name;
+use crate::job::problem::type_name;
 use crate::pointer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::input::Input;
-use crate::job::view::type_name;
+use crate::job::problem::type_name;
 
 /// The apiserver refuses request bodies over 3 MiB, so no admission request can carry a
 /// larger object; `check` applies the same limit per document.

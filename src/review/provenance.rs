@@ -57,7 +57,7 @@ impl Provenance {
             Value::String(text) => serde_json::from_str::<Value>(text).map_err(|e| e.to_string()),
             other => Err(format!(
                 "is a {}, not a string",
-                crate::job::view::type_name(other)
+                crate::job::problem::type_name(other)
             )),
         };
         match parsed {
@@ -75,7 +75,7 @@ impl Provenance {
             }
             Ok(other) => p.note(format!(
                 "must be a JSON object of pointer to value, not a {}",
-                crate::job::view::type_name(&other)
+                crate::job::problem::type_name(&other)
             )),
             Err(_) => p.note("is not valid JSON".into()),
         }

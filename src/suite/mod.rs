@@ -369,7 +369,7 @@ fn package_of(file: &Path, text: &str) -> Result<String, String> {
 }
 
 fn load_error(e: &LoadError) -> String {
-    crate::cli::report::error_chain(e)
+    crate::error_chain(e)
 }
 
 fn relative(path: &Path, root: &Path) -> String {

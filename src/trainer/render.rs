@@ -19,7 +19,8 @@ use serde_json::{json, Map, Value};
 
 use super::merge::strategic_merge;
 use super::{ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE};
-use crate::job::view::{problem, type_name, Problem, MAX_REPLICA_TYPES};
+use crate::job::problem::{problem, type_name, Problem};
+use crate::job::view::MAX_REPLICA_TYPES;
 use crate::pointer;
 
 /// `runtimePatches` holds at most 16 entries (CRD `maxItems`).

@@ -17,9 +17,10 @@ use serde_json::Value;
 
 use super::render::{pod_template_path, render_runtime, render_trainjob, Rendered, RuntimePaths};
 use super::{RuntimeRef, ANCESTOR_TRAINER, NODE};
+use crate::job::problem::problem;
 use crate::job::view::{
-    checked_total, distinct_env_names, problem, replica_with_template, JobView, ReplicaHead,
-    ReplicaView, StepView,
+    checked_total, distinct_env_names, replica_with_template, JobView, ReplicaHead, ReplicaView,
+    StepView,
 };
 
 /// `spec.managedBy` values the TrainJob CRD accepts.

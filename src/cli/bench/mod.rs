@@ -33,9 +33,10 @@ use serde_json::{json, Value};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::{exit, parse_duration};
 use crate::admission::certs::Bundle;
 use crate::admission::tls::provider;
+use crate::duration::parse_duration;
+use crate::exit;
 use crate::policy::PolicySet;
 use crate::review::documents::ReadOptions;
 use crate::review::{self, read_documents};

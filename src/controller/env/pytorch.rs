@@ -8,8 +8,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{host, port, port_of, var};
 use crate::controller::config::Config;
-use crate::controller::elastic::{self, ElasticPolicy};
-use crate::controller::snapshot::{JobSnapshot, Replica};
+use crate::controller::elastic;
+use crate::controller::snapshot::{ElasticPolicy, JobSnapshot, Replica};
 use crate::job::kinds::Role;
 
 /// The variables of replica `index` of `replica`, in upstream's order.

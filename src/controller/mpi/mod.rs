@@ -6,9 +6,10 @@
 //! MPIJob `kubeflow.org/v1` (the training operator's, kubectl-exec transport) shares the
 //! launcher/worker rules here and differs in its objects and pods: see [`kubexec`].
 //!
-//! Entry points: [`MpiSpec`] (the spec fields, defaulted), [`objects`] (ConfigMap, Service,
-//! Secret request), [`pods`] (what the launcher and workers get on top of the generic pod),
-//! [`launcher_may_start`] (launcherCreationPolicy).
+//! Entry points: [`MpiSpec`](super::snapshot::MpiSpec) (the spec fields, defaulted, parsed
+//! with the job), [`objects`] (ConfigMap, Service, Secret request), [`pods`] (what the
+//! launcher and workers get on top of the generic pod), [`launcher_may_start`]
+//! (launcherCreationPolicy).
 //!
 //! Difference from upstream: the launcher is a pod owned by the MPIJob, not a batch/v1 Job.
 //! The generic planner then gives it what it gives every pod: restartPolicy (OnFailure
@@ -19,63 +20,22 @@ pub mod kubexec;
 pub mod objects;
 pub mod pods;
 
-use serde::Deserialize;
-
 use super::config::Config;
-use super::observed::Observed;
-use super::replicas::{name, phase};
+use super::observed::phase;
 use super::restart::RestartPolicy;
 use super::snapshot::{JobSnapshot, Replica};
-use super::watchdog;
-use crate::job::kinds::Role;
-use crate::job::view::Problem;
-use crate::job::KindSpec;
+use crate::job::kinds::{is_mpi_v2, Role};
+use crate::job::problem::Problem;
 use k8s_openapi::api::core::v1::Pod;
 
 /// Where the hostfile and discover_hosts.sh are mounted in the launcher.
 pub const CONFIG_MOUNT_PATH: &str = "/etc/mpi";
 pub const HOSTFILE: &str = "hostfile";
 pub const DISCOVER_HOSTS: &str = "discover_hosts.sh";
-/// Default `sshAuthMountPath`; only there are the key files made 0600 (sshd refuses a
-/// group-readable key under /root, other paths are left to the image's user).
-pub const ROOT_SSH_PATH: &str = "/root/.ssh";
-
-/// The MPIJob spec fields beyond replicas and runPolicy, with the operators' defaults
-/// (v2beta1's, and v1's `mainContainer`; a field of the other version stays at its default,
-/// the apiserver prunes it).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct MpiSpec {
-    pub slots_per_worker: i32,
-    /// v1: the container `kubexec.sh` execs into (`kubectl exec --container`).
-    pub main_container: Option<String>,
-    pub run_launcher_as_worker: bool,
-    pub ssh_auth_mount_path: String,
-    pub launcher_creation_policy: String,
-    pub mpi_implementation: String,
-}
-
-impl Default for MpiSpec {
-    fn default() -> MpiSpec {
-        MpiSpec {
-            slots_per_worker: 1,
-            main_container: None,
-            run_launcher_as_worker: false,
-            ssh_auth_mount_path: ROOT_SSH_PATH.to_string(),
-            launcher_creation_policy: "AtStartup".to_string(),
-            mpi_implementation: "OpenMPI".to_string(),
-        }
-    }
-}
 
 /// Whether `job` is a v2beta1 MPIJob (the mpi-operator's, SSH transport).
 pub fn is_v2(job: &JobSnapshot) -> bool {
-    is_v2_kind(job.spec)
-}
-
-/// Whether `spec` is the v2beta1 MPIJob's row of the kind table.
-pub fn is_v2_kind(spec: &KindSpec) -> bool {
-    spec.kind == "MPIJob" && spec.version == "v2beta1"
+    is_mpi_v2(job.spec)
 }
 
 /// Whether `job` is a v1 MPIJob (the training operator's, kubectl-exec transport).
@@ -132,30 +92,6 @@ fn is_ready(pod: &Pod) -> bool {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// A launcher that failed before any worker ran most likely could not reach them: the
-/// sentence that says so, with the workers' phases and the cluster's cause for the wait
-/// (the gang watchdog's), appended to the Restarting message.
-pub fn launcher_failed_early(
-    job: &JobSnapshot,
-    failed_type: &str,
-    workers: &[&Pod],
-    observed: &Observed,
-) -> Option<String> {
-    if !is_mpi(job) || failed_type != "Launcher" || workers.iter().any(|p| phase(p) == "Running") {
-        return None;
-    }
-    let states: Vec<String> = workers
-        .iter()
-        .map(|p| format!("{} {}", name(p), phase(p)))
-        .collect();
-    let pending: Vec<&Pod> = workers.to_vec();
-    Some(format!(
-        " No worker was Running yet ({}): {}",
-        states.join(", "),
-        watchdog::cause(observed, &pending)
-    ))
 }
 
 /// `"<n>/<m> workers are evicted"` when any worker pod was evicted: both MPI operators fail

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::{config_name, fqdn, launcher_name, secret_name, DISCOVER_HOSTS, HOSTFILE};
 use crate::controller::config::Config;
 use crate::controller::naming;
-use crate::controller::replicas::{name, phase};
+use crate::controller::observed::{name, phase};
 use crate::controller::snapshot::JobSnapshot;
 
 /// Secret keys, as `kubernetes.io/ssh-auth` names them (the public one is the operator's).

@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
-use super::{config_name, secret_name, CONFIG_MOUNT_PATH, DISCOVER_HOSTS, HOSTFILE, ROOT_SSH_PATH};
+use super::{config_name, secret_name, CONFIG_MOUNT_PATH, DISCOVER_HOSTS, HOSTFILE};
 use crate::controller::env::var;
-use crate::controller::snapshot::{JobSnapshot, Replica};
+use crate::controller::snapshot::{JobSnapshot, Replica, ROOT_SSH_PATH};
 use crate::job::kinds::Role;
 
 const SSH_VOLUME: &str = "ssh-auth";

@@ -21,7 +21,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 
 use super::objects::meta;
 use super::{config_name, launcher_name, DISCOVER_HOSTS, HOSTFILE};
-use crate::controller::replicas::{name, phase};
+use crate::controller::observed::{name, phase};
 use crate::controller::snapshot::JobSnapshot;
 
 /// The script mpirun uses as its remote shell (`OMPI_MCA_plm_rsh_agent`).
