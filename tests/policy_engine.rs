@@ -335,3 +335,134 @@ fn a_runaway_custom_policy_is_cut_off_by_the_bound_naming_the_policy() {
     let d = review::review(&set, &Input::create(job(None), "ns")).expect("decides");
     assert!(d.violations.iter().all(|v| v.policy != "cross"));
 }
+
+/// GOOD with a `# METADATA` block above its package line.
+fn annotated(metadata: &str) -> String {
+    format!("# Backoff defaults.\n# METADATA\n{metadata}{GOOD}")
+}
+
+fn reviewed(set: &PolicySet, job: Value) -> review::Decision {
+    review::review(set, &Input::create(job, "default")).expect("decides")
+}
+
+#[test]
+fn a_policy_whose_kinds_exclude_the_job_is_skipped_and_says_why() {
+    let text = annotated("# custom:\n#   applies_when:\n#     kinds: [MPIJob]\n");
+    let dir = dir_with(&[("backoff.rego", &text)]);
+    let set = load(dir.path()).expect("loads");
+    let d = reviewed(&set, job(Some(50)));
+    assert!(d.violations.is_empty() && d.patch.0.is_empty(), "{d:?}");
+    let input = Input::create(job(Some(50)), "default").build_rego_input();
+    assert_eq!(
+        set.skipped_policies(&input),
+        vec![(
+            "backoff".to_string(),
+            "kind PyTorchJob is not one of MPIJob".to_string()
+        )]
+    );
+    // The reference: the same set with the index off evaluates it.
+    let d = reviewed(&set.without_index(), job(Some(50)));
+    assert_eq!(d.violations.len(), 1, "{d:?}");
+    assert!(set.without_index().skipped_policies(&input).is_empty());
+}
+
+#[test]
+fn a_policy_whose_kinds_include_the_job_runs() {
+    let text = annotated("# custom:\n#   applies_when:\n#     kinds: [MPIJob, PyTorchJob]\n");
+    let dir = dir_with(&[("backoff.rego", &text)]);
+    let set = load(dir.path()).expect("loads");
+    assert_eq!(reviewed(&set, job(Some(50))).violations.len(), 1);
+    assert!(!reviewed(&set, job(None)).patch.0.is_empty());
+}
+
+#[test]
+fn facts_and_parameters_decide_applicability() {
+    let gated = |cond: &str| annotated(&format!("# custom:\n#   applies_when:\n#     {cond}\n"));
+    // Not a GPU job, no inventory: skipped.
+    for cond in ["all: [gpus]", "all: [cluster]", "any: [mig, kueue, update]"] {
+        let dir = dir_with(&[("backoff.rego", &gated(cond))]);
+        let d = reviewed(&load(dir.path()).expect("loads"), job(Some(50)));
+        assert!(d.violations.is_empty(), "{cond}: {d:?}");
+    }
+    // A parameter that is set (limit: 3) holds; a fact that holds in `any` is enough.
+    for cond in ["all: [params.limit]", "any: [gpus, params.max]"] {
+        let dir = dir_with(&[("backoff.rego", &gated(cond))]);
+        let d = reviewed(&load(dir.path()).expect("loads"), job(Some(50)));
+        assert_eq!(d.violations.len(), 1, "{cond}: {d:?}");
+    }
+    // The kueue label is a fact of the object.
+    let dir = dir_with(&[("backoff.rego", &gated("all: [kueue]"))]);
+    let mut queued = job(Some(50));
+    queued["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "q"});
+    let d = reviewed(&load(dir.path()).expect("loads"), queued);
+    assert_eq!(d.violations.len(), 1, "{d:?}");
+}
+
+#[test]
+fn a_fact_that_cannot_be_read_lets_the_policy_run() {
+    // A replica map the JobView cannot read leaves it without the replicas a fact is
+    // about: the index cannot tell, so the policy runs.
+    let text = annotated("# custom:\n#   applies_when:\n#     all: [gpus]\n");
+    let dir = dir_with(&[("backoff.rego", &text)]);
+    let set = load(dir.path()).expect("loads");
+    let mut broken = job(Some(50));
+    broken["spec"]["pytorchReplicaSpecs"] = json!("not a map");
+    let d = reviewed(&set, broken);
+    assert_eq!(
+        d.violations
+            .iter()
+            .filter(|v| v.policy == "backoff")
+            .count(),
+        1,
+        "{d:?}"
+    );
+}
+
+#[test]
+fn unreadable_metadata_is_a_load_error_naming_the_file() {
+    let cases = [
+        ("# custom:\n#   applies_when: [unclosed\n", "is not YAML"),
+        (
+            "# custom:\n#   applies_when:\n#     all: [gpu]\n",
+            "unknown fact \"gpu\"",
+        ),
+        (
+            "# custom:\n#   applies_when:\n#     kind: [PyTorchJob]\n",
+            "unknown field `kind`",
+        ),
+        (
+            "# custom:\n#   applies_when:\n#     all: [params.nope]\n",
+            "params.nope, which meta.params does not declare",
+        ),
+    ];
+    for (metadata, says) in cases {
+        let dir = dir_with(&[("backoff.rego", &annotated(metadata))]);
+        match PolicySet::load(dir.path()) {
+            Err(e @ LoadError::BadMetadata { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("backoff.rego") && text.contains(says),
+                    "{text}"
+                );
+            }
+            other => panic!("{metadata}: expected a metadata error, got {other:?}"),
+        }
+    }
+    // applies_when in a block that is not the package's would be ignored: refused.
+    let misplaced = GOOD.replace(
+        "violation contains",
+        "# METADATA\n# custom:\n#   applies_when:\n#     all: [gpus]\nviolation contains",
+    );
+    let dir = dir_with(&[("backoff.rego", &misplaced)]);
+    let e = load(dir.path()).expect_err("refused");
+    assert!(e.contains("directly above the package line"), "{e}");
+}
+
+#[test]
+fn a_policy_without_metadata_always_runs() {
+    let dir = dir_with(&[("backoff.rego", GOOD)]);
+    let set = load(dir.path()).expect("loads");
+    let input = Input::create(job(Some(50)), "default").build_rego_input();
+    assert!(set.skipped_policies(&input).is_empty());
+    assert_eq!(reviewed(&set, job(Some(50))).violations.len(), 1);
+}

@@ -157,3 +157,86 @@ fn entry_hash(k: &str, v: &Value, skip: &[&str]) -> u64 {
     h.write_u64(value_hash(v, skip));
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input(object: Value) -> Input {
+        Input::create(object, "ns")
+    }
+
+    fn job() -> Value {
+        json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+               "metadata": {"name": "a", "namespace": "ns", "labels": {"x": "1", "y": "2"}},
+               "spec": {"n": [1, 2.5, "three"]}})
+    }
+
+    #[test]
+    fn the_key_leaves_out_what_the_apiserver_sets_and_key_order() {
+        let a = job();
+        let b = json!({"spec": {"n": [1, 2.5, "three"]},
+               "metadata": {"labels": {"y": "2", "x": "1"}, "namespace": "ns", "name": "a",
+                            "uid": "u", "resourceVersion": "9", "generation": 1,
+                            "creationTimestamp": "2026-11-26T00:00:00Z", "managedFields": []},
+               "kind": "PyTorchJob", "apiVersion": "kubeflow.org/v1"});
+        assert_eq!(key(&input(a.clone()), &a), key(&input(b.clone()), &b));
+    }
+
+    #[test]
+    fn any_other_difference_changes_the_key() {
+        let a = job();
+        let k = key(&input(a.clone()), &a);
+        let mut changed = Vec::new();
+        for (pointer, value) in [
+            ("/spec/n/1", json!(2.6)),
+            ("/metadata/labels/x", json!("2")),
+            ("/metadata/annotations", json!({})),
+            ("/spec/n/2", json!(3)),
+        ] {
+            let mut b = a.clone();
+            match b.pointer_mut(pointer) {
+                Some(slot) => *slot = value,
+                None => b["metadata"]["annotations"] = value,
+            }
+            changed.push(key(&input(b.clone()), &b));
+        }
+        // The array's order counts, unlike an object's.
+        let mut swapped = a.clone();
+        swapped["spec"]["n"] = json!([2.5, 1, "three"]);
+        changed.push(key(&input(swapped.clone()), &swapped));
+        let mut update = input(a.clone());
+        update.old_object = Some(a.clone());
+        changed.push(key(&update, &a));
+        assert!(changed.iter().all(|c| *c != k), "{changed:?}");
+    }
+
+    #[test]
+    fn bounded_and_forgotten_with_the_set() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+        let set = Arc::new(PolicySet::load(&dir).expect("policies load"));
+        let handoff = Handoff::default();
+        let first = job();
+        handoff.remember(&set, &input(first.clone()), &first);
+        assert!(handoff.produced(&set, &input(first.clone())));
+        for i in 0..CAPACITY {
+            let mut other = job();
+            other["spec"]["i"] = json!(i);
+            handoff.remember(&set, &input(other.clone()), &other);
+        }
+        assert!(
+            !handoff.produced(&set, &input(first.clone())),
+            "the oldest goes"
+        );
+        let newest = {
+            let mut o = job();
+            o["spec"]["i"] = json!(CAPACITY - 1);
+            o
+        };
+        assert!(handoff.produced(&set, &input(newest.clone())));
+        // A reloaded set (another Arc) knows nothing of the old keys.
+        let reloaded = Arc::new((*set).clone());
+        assert!(!handoff.produced(&reloaded, &input(newest)));
+    }
+}

@@ -253,7 +253,10 @@ impl Facts {
     /// `data.cluster`, if an inventory is known).
     pub fn of(input: &RegoValue, cluster: Option<&RegoValue>) -> Facts {
         let job = &input["job"];
-        let replicas = job["replicas"].as_array().ok();
+        // A view that could not read all of the job may have left out what a fact is about:
+        // its facts are unknown, and every policy runs.
+        let readable = job["problems"].as_array().is_ok_and(|p| p.is_empty());
+        let replicas = job["replicas"].as_array().ok().filter(|_| readable);
         let any_replica = |test: &dyn Fn(&RegoValue) -> Option<bool>| -> Option<bool> {
             replicas?
                 .iter()

@@ -5,6 +5,7 @@
 mod bad_input;
 mod cli;
 mod differential;
+mod handoff;
 mod in_process;
 mod limits;
 mod load;
