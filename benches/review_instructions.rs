@@ -4,7 +4,11 @@
 //! under callgrind twice (10 and 30 reviews) and prints the difference per review, so start
 //! up (loading and compiling the policies) cancels out.
 //!
-//! Usage (what the script does): `review_instructions JOB.yaml N [POLICY_DIR]`.
+//! Usage (what the script does): `review_instructions JOB.yaml N [POLICY_DIR] [--admission]`.
+//! `--admission` counts what the two webhooks run per admission instead of one `review`:
+//! `/mutate`'s patch of the job, then `/validate` of the object it produced, handed over
+//! (the validation policies alone, see `admission::handoff`); `--admission-missed` the same
+//! when the hand-off misses (`/validate` reviews the object in full).
 
 use std::path::Path;
 
@@ -37,7 +41,21 @@ fn main() {
     let text = std::fs::read_to_string(root.join(job)).expect("job file reads");
     let job: serde_json::Value = yaml_serde::from_str(&text).expect("job parses");
     let input = Input::create(job, "default");
+    let flag = |f: &str| std::env::args().any(|a| a == f);
+    let (admission, missed) = (flag("--admission"), flag("--admission-missed"));
     for _ in 0..n {
-        std::hint::black_box(review::review(&set, &input).expect("decides"));
+        if admission || missed {
+            let (patched, _) = review::decide::patch(&set, &input).expect("patches");
+            let mut validated = input.clone();
+            validated.object = patched.mutated;
+            let decision = if missed {
+                review::review(&set, &validated)
+            } else {
+                review::decide::review_mutated(&set, &validated)
+            };
+            std::hint::black_box(decision.expect("decides"));
+        } else {
+            std::hint::black_box(review::review(&set, &input).expect("decides"));
+        }
     }
 }

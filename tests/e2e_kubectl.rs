@@ -17,6 +17,7 @@ e2e_suite!(
         kubectl_server_dry_run_prints_the_mutated_object_and_stores_nothing,
         kubectl_apply_of_a_refused_job_prints_the_apiservers_message_with_our_lines,
         applying_the_same_file_again_changes_nothing,
+        the_apiserver_sends_validate_the_object_mutate_produced,
     ]
 );
 
@@ -225,4 +226,38 @@ async fn applying_the_same_file_again_changes_nothing() {
     );
     assert_eq!(last["spec"], first["spec"], "spec changed");
     assert_eq!(generation(&first), 1, "{first:#}");
+}
+
+/// `gangplank_validate_handoffs_total{outcome}` of the shared server.
+async fn handoffs(webhooks: &Webhooks, outcome: &str) -> u64 {
+    let metrics = webhooks.metrics().await;
+    let series = format!("gangplank_validate_handoffs_total{{outcome=\"{outcome}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{metrics}"))
+}
+
+/// The hand-off through a real apiserver: what it sends `/validate` after applying our
+/// patch (uid, resourceVersion, creationTimestamp, generation and managedFields set, the
+/// object re-encoded) is recognised as what `/mutate` produced, so the mutation policies
+/// do not run a second time. Other tests share the server, so only the rise is asserted:
+/// without a hit nothing else in the suite raises it.
+async fn the_apiserver_sends_validate_the_object_mutate_produced() {
+    let kubectl = Kubectl::setup("kubectl-handoff").await;
+    let webhooks = Webhooks::shared(kubectl.control_plane);
+    let hits = handoffs(webhooks, "hit").await;
+    let mut job = job_with_a_warning();
+    job["metadata"]["name"] = "handed-over".into();
+    let file = kubectl.write("job.yaml", &job);
+    let (_, stderr) = kubectl.ok(&["apply", "-f", path_arg(&file)]);
+    // The answer is the full review's: nproc_gpu's warning is there.
+    assert!(stderr.contains("Warning: [nproc_gpu]"), "{stderr}");
+    let after = handoffs(webhooks, "hit").await;
+    assert!(
+        after > hits,
+        "the apiserver's /validate of the applied job was not a hand-off hit ({hits} -> {after}; misses {})",
+        handoffs(webhooks, "miss").await
+    );
 }
