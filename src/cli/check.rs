@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 use super::report::{self, Outcome, Unresolved};
 use crate::exit;
 use crate::images::{pin, Keychain, Pinner};
+use crate::policy::profile::{Cost, RuleCost};
 use crate::policy::{EvalError, PolicySet};
 use crate::review::documents::{ReadOptions, DEFAULT_MAX_DOCUMENT_BYTES};
 use crate::review::{self, read_documents};
@@ -41,9 +42,20 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = DEFAULT_MAX_DOCUMENT_BYTES, env = "GANGPLANK_MAX_DOCUMENT_BYTES")]
     pub max_document_bytes: usize,
     /// Also print, per training job, what each policy rule costs to evaluate (median of
-    /// this many runs), most expensive first. For policy authors; 0 turns it off.
+    /// this many runs, on the submitted object), most expensive first, then the rules of
+    /// the policies the applicability index skips for it, with why. For policy authors; 0
+    /// turns it off.
     #[arg(long, default_value_t = 0, env = "GANGPLANK_PROFILE")]
     pub profile: usize,
+    /// Also print on stderr, per training job, how many policies were evaluated and which
+    /// were skipped, with why: by the applicability index (a policy's `# METADATA`
+    /// `custom.applies_when` is false for this job, e.g. "kind PyTorchJob is not one of
+    /// MPIJob", or "cluster does not hold" without --cluster) or by params.yaml
+    /// `excludedNamespaces`. Mutation policies are explained on the submitted object,
+    /// validation policies on the mutated one (facts can differ between them).
+    /// With GANGPLANK_INDEX=off every policy is evaluated.
+    #[arg(long, env = "GANGPLANK_EXPLAIN")]
+    pub explain: bool,
     /// Look image tags up in their registries and pin them, as the webhook would (with
     /// `imageResolution` of params.yaml, turned on). Without it, check makes no network call
     /// and lists the images it left unresolved.
@@ -81,6 +93,7 @@ impl CheckArgs {
             namespace,
             max_document_bytes,
             profile,
+            explain,
             resolve,
             registry_credentials,
             cluster,
@@ -141,15 +154,20 @@ impl CheckArgs {
                     if profile > 0 && doc.input.is_job() {
                         print_profile(&set, &doc, profile);
                     }
-                    let Some(resolving) = &resolving else {
-                        let unresolved = Unresolved {
-                            images: pin::wanted(&set, &doc.input),
-                            looked_up: false,
-                        };
-                        let decision = review::review(&set, &doc.input);
-                        return Outcome::decided(doc, decision, unresolved);
+                    let (decision, unresolved) = match &resolving {
+                        Some(resolving) => resolving.review(&set, &mut doc.input),
+                        None => {
+                            let unresolved = Unresolved {
+                                images: pin::wanted(&set, &doc.input),
+                                looked_up: false,
+                            };
+                            (review::review(&set, &doc.input), unresolved)
+                        }
                     };
-                    let (decision, unresolved) = resolving.review(&set, &mut doc.input);
+                    // After the review: with --resolve, on the input with its images pinned.
+                    if explain && doc.input.is_job() {
+                        eprint!("{}", super::explain::explain(&set, &doc));
+                    }
                     Outcome::decided(doc, decision, unresolved)
                 }
                 Err(e) => Outcome::unreadable(e),
@@ -247,19 +265,33 @@ fn show_paths(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-/// Per-rule costs on stderr, most expensive first, with the total.
+/// Per-rule costs on stderr, most expensive first, with the total; then the rules of the
+/// policies the index skips (they cost nothing), and the whole review.
 fn print_profile(set: &PolicySet, doc: &crate::review::Document, runs: usize) {
-    let mut costs = set.profile(&doc.input.build_rego_input(), runs);
-    costs.sort_by_key(|c| std::cmp::Reverse(c.median.clone().unwrap_or_default()));
-    let total: std::time::Duration = costs.iter().filter_map(|c| c.median.clone().ok()).sum();
+    let costs = set.profile(&doc.input.build_rego_input(), runs);
+    let median = |c: &RuleCost| match &c.cost {
+        Cost::Median(d) => Some(*d),
+        Cost::Failed(_) | Cost::Skipped(_) => None,
+    };
+    let (mut run, skipped): (Vec<&RuleCost>, Vec<&RuleCost>) = costs
+        .iter()
+        .partition(|c| !matches!(c.cost, Cost::Skipped(_)));
+    run.sort_by_key(|c| std::cmp::Reverse(median(c).unwrap_or_default()));
+    let total: std::time::Duration = run.iter().filter_map(|c| median(c)).sum();
     eprintln!(
         "profile {} (median of {runs} runs per rule; total {total:.1?}):",
         doc.source
     );
-    for c in costs {
-        match c.median {
-            Ok(d) => eprintln!("  {:>10.1?}  {}", d, c.rule),
-            Err(e) => eprintln!("  {:>10}  {}: {e}", "error", c.rule),
+    for c in run {
+        match &c.cost {
+            Cost::Median(d) => eprintln!("  {:>10.1?}  {}", d, c.rule),
+            Cost::Failed(e) => eprintln!("  {:>10}  {}: {e}", "error", c.rule),
+            Cost::Skipped(_) => {}
+        }
+    }
+    for c in skipped {
+        if let Cost::Skipped(why) = &c.cost {
+            eprintln!("  {:>10}  {} skipped ({why})", "-", c.rule);
         }
     }
     match set.profile_review(&doc.input, runs) {

@@ -6,6 +6,7 @@ pub mod certs;
 pub mod check;
 pub mod controller;
 pub mod crds;
+pub mod explain;
 pub mod report;
 pub mod serve;
 pub mod test;

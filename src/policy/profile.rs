@@ -15,25 +15,45 @@ use super::set::{PolicySet, RuleRef};
 pub struct RuleCost {
     /// `gang_scheduling.mutation`
     pub rule: String,
-    /// Median of the runs, or why the rule could not be measured.
-    pub median: Result<Duration, String>,
+    pub cost: Cost,
+}
+
+/// What one rule costs a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cost {
+    /// Median of the runs.
+    Median(Duration),
+    /// Why the rule could not be measured.
+    Failed(String),
+    /// Why the applicability index skips its policy for this input: it costs nothing, and
+    /// is not run.
+    Skipped(String),
 }
 
 impl PolicySet {
     /// Runs every output rule of every enabled policy `runs` times on `input`, alone and on
-    /// the backend the set uses, and returns the median cost of each.
+    /// the backend the set uses, and returns the median cost of each. Rules of policies the
+    /// index skips for `input` are not run (see [`PolicySet::skipped_policies`]).
     pub fn profile(&self, input: &RegoValue, runs: usize) -> Vec<RuleCost> {
+        let skipped = self.skipped_policies(input);
         self.rules
             .iter()
-            .map(|rule| RuleCost {
-                rule: format!(
-                    "{}.{}",
-                    self.policies
-                        .get(rule.policy)
-                        .map_or("", |p| p.name.as_str()),
-                    rule.output.rule()
-                ),
-                median: self.time_rule(rule, input, runs),
+            .map(|rule| {
+                let policy = self
+                    .policies
+                    .get(rule.policy)
+                    .map_or("", |p| p.name.as_str());
+                let cost = match skipped.iter().find(|(name, _)| name == policy) {
+                    Some((_, why)) => Cost::Skipped(why.clone()),
+                    None => match self.time_rule(rule, input, runs) {
+                        Ok(median) => Cost::Median(median),
+                        Err(e) => Cost::Failed(e),
+                    },
+                };
+                RuleCost {
+                    rule: format!("{policy}.{}", rule.output.rule()),
+                    cost,
+                }
             })
             .collect()
     }

@@ -145,6 +145,13 @@ pub struct Mutation {
 }
 
 impl Mutation {
+    /// The Rego input document the mutation policies saw (the submitted object, less the
+    /// derived defaults gangplank wrote earlier); `Undefined` once
+    /// [`Mutation::take_rego_input`] took it.
+    pub fn seen_rego_input(&self) -> &regorus::Value {
+        &self.seen_input
+    }
+
     /// The Rego input document of the mutated object (for [`validate_mutated`]): the one the
     /// mutation policies saw, patched, instead of a second conversion. Taken: a second call
     /// converts the object again.
