@@ -17,11 +17,27 @@ pub use run::Run;
 /// Runs `gangplank check --policies <repo policies> ARGS...`, feeding `stdin` if given.
 /// Every run must end with an exit code (no signal) and without a panic.
 pub fn check(args: &[&str], stdin: Option<&[u8]>) -> Run {
+    check_with_env(args, stdin, &[])
+}
+
+/// [`check`] with these `GANGPLANK_*` variables set (every other one is removed).
+pub fn check_with_env(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
+    check_policies(POLICIES, args, stdin, env)
+}
+
+/// `gangplank check --policies <policies> ARGS...`, as [`check_with_env`].
+pub fn check_policies(
+    policies: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gangplank"));
-    cmd.args(["check", "--policies", POLICIES]).args(args);
+    cmd.args(["check", "--policies", policies]).args(args);
     for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("GANGPLANK_")) {
         cmd.env_remove(key);
     }
+    cmd.envs(env.iter().copied());
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
