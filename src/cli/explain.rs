@@ -1,22 +1,12 @@
 //! `gangplank check --explain`: which policies the applicability index skips for a training
 //! job, and why.
 //!
-//! Entry point: [`explain`]. A request evaluates the mutation policies on the submitted
-//! object and the validation policies on the mutated one, and a fact can differ between the
-//! two (a mutation may add a toleration, say), so each stage is explained on the input
-//! document it sees, and each policy only for the stages it has rules for.
+//! Entry point: [`explain`]. Each stage is explained on the input document it sees (see
+//! [`crate::review::skipped`]), and each policy only for the stages it has rules for.
 
 use crate::policy::{PolicyInfo, PolicySet};
+use crate::review::skipped::{skipped_at_stages, Stage, Stages};
 use crate::review::{decide, Document};
-
-/// Why a policy is not evaluated at one stage of a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Stage {
-    Evaluated,
-    Skipped(String),
-    /// The policy has no rule for this stage.
-    Absent,
-}
 
 /// The explanation of `doc` as text for stderr: a header with the counts, then one line per
 /// policy not evaluated at some stage, with why.
@@ -34,26 +24,18 @@ pub fn explain(set: &PolicySet, doc: &Document) -> String {
             crate::policy::applicability::INDEX_ENV,
         );
     }
-    // The documents mutation and validation see, as `review` builds them.
-    let (at_mutation, at_validation, note) = match decide::mutate(set, &input) {
-        Ok(mut mutation) => {
-            let seen = set.skipped_policies(mutation.seen_rego_input());
-            let mutated = set.skipped_policies(&mutation.take_rego_input(&input));
-            (seen, mutated, String::new())
-        }
+    let (stages, note) = match skipped_at_stages(set, &input) {
+        Ok(stages) => (stages, String::new()),
         Err(e) => {
             let submitted = set.skipped_policies(&input.build_rego_input());
-            let note = format!(" (mutation failed: {e}; facts of the submitted object)");
-            (submitted.clone(), submitted, note)
-        }
-    };
-    let stage = |skipped: &[(String, String)], p: &PolicyInfo, has: bool| {
-        if !has {
-            return Stage::Absent;
-        }
-        match skipped.iter().find(|(name, _)| *name == p.name) {
-            Some((_, why)) => Stage::Skipped(why.clone()),
-            None => Stage::Evaluated,
+            let stages = Stages {
+                mutation: submitted.clone(),
+                validation: submitted,
+            };
+            (
+                stages,
+                format!(" (mutation failed: {e}; facts of the submitted object)"),
+            )
         }
     };
     let mut lines = Vec::new();
@@ -66,11 +48,11 @@ pub fn explain(set: &PolicySet, doc: &Document) -> String {
             ));
             continue;
         }
-        let mutation = stage(&at_mutation, p, p.has_mutation);
-        let validation = stage(&at_validation, p, p.has_violation || p.has_warning);
+        let (mutation, validation) =
+            stages.of(&p.name, p.has_mutation, p.has_violation || p.has_warning);
         // Evaluated at one stage and skipped at the other: listed, and counted as evaluated.
-        let stages = [&mutation, &validation];
-        if stages.contains(&&Stage::Evaluated) || stages.iter().all(|s| **s == Stage::Absent) {
+        let both = [&mutation, &validation];
+        if both.contains(&&Stage::Evaluated) || both.iter().all(|s| **s == Stage::Absent) {
             evaluated += 1;
         }
         if let Some(line) = describe(&mutation, &validation) {
@@ -108,7 +90,8 @@ fn describe(mutation: &Stage, validation: &Stage) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{describe, Stage};
+    use super::describe;
+    use crate::review::skipped::Stage;
 
     #[test]
     fn a_policy_skipped_at_both_stages_for_one_reason_gets_one_line() {

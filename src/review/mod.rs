@@ -11,6 +11,7 @@ pub mod existing;
 pub mod input;
 pub mod pinned;
 pub mod provenance;
+pub mod skipped;
 
 pub use decide::{review, Decision};
 pub use documents::{read_documents, Document, DocumentError};
