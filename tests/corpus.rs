@@ -15,8 +15,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use gangplank::cluster::ClusterHandle;
 use gangplank::policy::PolicySet;
 use gangplank::review::documents::ReadOptions;
+use gangplank::review::skipped::{skipped_at_stages, Stage};
 use gangplank::review::{read_documents, review};
 use schemas::{assert_no_failures, find_corpus, manifests_in, schema_errors, to_json_schema, Crds};
 use serde_json::{json, Value};
@@ -40,7 +42,7 @@ fn main() {
             "skipped: corpus: every test ignored: {why}"
         );
     }
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 7] = [
         (
             "reads_and_reviews_every_upstream_example_without_errors",
             reads_and_reviews_every_upstream_example_without_errors,
@@ -48,6 +50,10 @@ fn main() {
         (
             "every_upstream_example_gets_its_reviewed_verdict_and_violations",
             every_upstream_example_gets_its_reviewed_verdict_and_violations,
+        ),
+        (
+            "every_example_gets_the_same_decision_with_the_index_on_and_off",
+            every_example_gets_the_same_decision_with_the_index_on_and_off,
         ),
         (
             "mutated_upstream_examples_stay_valid_for_the_upstream_crds",
@@ -273,6 +279,97 @@ fn every_upstream_example_gets_its_reviewed_verdict_and_violations() {
         "verdicts against tests/data/corpus-verdicts.yaml (GANGPLANK_BLESS=1 to rewrite)",
         &failures,
     );
+}
+
+/// A cluster for the index differential: with it, `cluster` holds and the facts read from
+/// the inventory decide (NetworkPolicies select every pod in `default` only).
+const INVENTORY: &str = r#"apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: gpu-0, labels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}, status: {allocatable: {cpu: "96", memory: 1000Gi, pods: "110", nvidia.com/gpu: "8"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: cpu-0}, status: {allocatable: {cpu: "64", memory: 256Gi, pods: "110"}}}
+- {apiVersion: v1, kind: Namespace, metadata: {name: default}}
+- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: deny-all, namespace: default}, spec: {podSelector: {}, policyTypes: [Ingress]}}
+- {apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: standard}, provisioner: example.com/disk}
+- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: default}, spec: {weight: 1}}
+"#;
+
+/// Decisions with the index on and off, for every document of `paths`; adds the policy
+/// evaluations (one policy at one stage it has rules for) the index skipped, and all of
+/// them, to `counts`.
+fn index_differential(
+    set: &PolicySet,
+    paths: &[PathBuf],
+    counts: &mut (usize, usize),
+    failures: &mut Vec<String>,
+) {
+    let reference = set.without_index();
+    let decided = |set: &PolicySet, input: &gangplank::review::Input| match review(set, input) {
+        Ok(d) => serde_json::to_value(&d).expect("decisions serialize"),
+        Err(e) => json!({"error": e.to_string()}),
+    };
+    for doc in read_documents(paths, &ReadOptions::default()) {
+        let Ok(doc) = doc else { continue };
+        let (indexed, all) = (decided(set, &doc.input), decided(&reference, &doc.input));
+        if indexed != all {
+            failures.push(format!(
+                "{}: the index changes the decision\n  index on:  {indexed}\n  index off: {all}",
+                doc.source
+            ));
+        }
+        if gangplank::review::decide::skip_reason(set, &doc.input).is_some() {
+            continue;
+        }
+        let Ok(stages) = skipped_at_stages(set, &doc.input) else {
+            continue;
+        };
+        for p in set
+            .policies()
+            .iter()
+            .filter(|p| p.applies_to(&doc.input.namespace))
+        {
+            let (m, v) = stages.of(&p.name, p.has_mutation, p.has_violation || p.has_warning);
+            for stage in [m, v] {
+                counts.1 += usize::from(stage != Stage::Absent);
+                counts.0 += usize::from(matches!(stage, Stage::Skipped(_)));
+            }
+        }
+    }
+}
+
+/// The index may only skip a policy that could not have fired: every upstream example and
+/// every shipped example (rejected ones too) gets the same decision (skip reason,
+/// violations, patch, mutated object) with it on and off, with and without a cluster.
+fn every_example_gets_the_same_decision_with_the_index_on_and_off() {
+    let corpus = corpus_dir();
+    let inventory =
+        gangplank::cluster::snapshot::parse(INVENTORY, "corpus.rs").expect("the inventory parses");
+    let with_cluster = shipped()
+        .clone()
+        .with_cluster(ClusterHandle::fixed(&inventory));
+    if !shipped().index_enabled() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: the index is off (GANGPLANK_INDEX=off): the differential compares the reference with itself"
+        );
+    }
+    let mut failures = Vec::new();
+    for (what, paths) in [
+        ("upstream examples", vec![corpus.join("upstream-examples")]),
+        ("examples/", vec![PathBuf::from(EXAMPLES)]),
+    ] {
+        for (cluster, set) in [("no cluster", shipped()), ("a cluster", &with_cluster)] {
+            let mut counts = (0, 0);
+            index_differential(set, &paths, &mut counts, &mut failures);
+            let (skipped, all) = counts;
+            eprintln!(
+                "index: {what}, {cluster}: {skipped} of {all} policy evaluations skipped ({:.0}%)",
+                100.0 * skipped as f64 / all.max(1) as f64
+            );
+            assert!(all > 0, "{what}: no policy evaluated");
+        }
+    }
+    assert_no_failures("decisions with the index on and off", &failures);
 }
 
 fn mutated_upstream_examples_stay_valid_for_the_upstream_crds() {
