@@ -48,6 +48,10 @@ const MAX_INSTRUCTIONS: usize = 10_000_000;
 
 const ROOT_PACKAGE: &str = "gangplank_vm_root";
 
+/// Guarded rules per generated chunk of a gathered group: as many as fit the VM's register
+/// window with room to spare.
+const GUARDS_PER_CHUNK: usize = 8;
+
 /// The data key holding the set of rule indices a request skips (see
 /// [`super::applicability`]); absent when it skips none.
 pub const SKIP_KEY: &str = "gangplank_skip";
@@ -65,16 +69,24 @@ fn root_module(rules: &[&str], groups: &[Vec<(usize, &str)>]) -> String {
     for (g, group) in groups.iter().enumerate() {
         // `[v | v := r]` is `[]` when r is undefined and `[value]` otherwise: an undefined
         // rule must not make the whole array undefined. A skipped rule stops at the
-        // lookup, before the VM enters it. One rule per item: written inline, the guards
-        // of thirty rules overflow the VM's 255 registers.
-        let mut items = Vec::with_capacity(group.len());
-        for (n, (i, r)) in group.iter().enumerate() {
-            gathered.push_str(&format!(
-                "\ng{g}_{n} := [v | not data.{SKIP_KEY}[{i}]; v := {r}]\n"
-            ));
-            items.push(format!("  g{g}_{n}"));
+        // lookup, before the VM enters it. Written inline, the guards of thirty rules
+        // overflow the VM's 255 registers, so the group is gathered in chunks.
+        let mut chunks = Vec::new();
+        for (c, chunk) in group.chunks(GUARDS_PER_CHUNK).enumerate() {
+            let items: Vec<String> = chunk
+                .iter()
+                .map(|(i, r)| format!("  [v | not data.{SKIP_KEY}[{i}]; v := {r}]"))
+                .collect();
+            gathered.push_str(&format!("\ng{g}_{c} := [\n{}\n]\n", items.join(",\n")));
+            chunks.push(format!("g{g}_{c}"));
         }
-        gathered.push_str(&format!("\ng{g} := [\n{}\n]\n", items.join(",\n")));
+        let all = chunks
+            .iter()
+            .skip(1)
+            .fold(chunks.first().cloned().unwrap_or_else(|| "[]".into()), |acc, c| {
+                format!("array.concat({acc}, {c})")
+            });
+        gathered.push_str(&format!("\ng{g} := {all}\n"));
         refs.push(format!("  count(g{g})"));
     }
     format!(
