@@ -9,9 +9,10 @@
 //! with a remembered key with the validation policies alone
 //! ([`crate::review::decide::review_mutated`]).
 //!
-//! The key leaves out what the apiserver sets between the two calls (metadata uid,
-//! resourceVersion, creationTimestamp, generation, managedFields) and does not depend on
-//! key order (the apiserver re-encodes the object). It covers what else the policies read
+//! The key leaves out what the apiserver sets between the two calls: metadata uid,
+//! resourceVersion, creationTimestamp, generation and managedFields, and the fields the
+//! training CRDs default (`spec.runPolicy.suspend: false` appears as soon as a patch adds
+//! `runPolicy`). It does not depend on key order (the apiserver re-encodes the object). It covers what else the policies read
 //! of the request: operation, namespace, name, dry run, user, the old object. A miss
 //! (another replica served `/mutate`, the cache forgot, the apiserver's defaulting changed
 //! the object) is a full review, as before: the cache only ever saves work. Bounded: the
@@ -29,6 +30,41 @@ use crate::review::Input;
 /// Objects remembered: far more than the reviews in flight between a `/mutate` and its
 /// `/validate`, at 8 bytes each.
 pub const CAPACITY: usize = 4096;
+
+/// Fields of `spec` the shipped CRDs (crds/) default, with their defaults: the apiserver
+/// writes them after the mutating webhooks when a patch made their parent appear. A field
+/// at its default is left out of the key; the validation policies still see it.
+const SPEC_DEFAULTS: [(&str, CrdDefault); 5] = [
+    ("launcherCreationPolicy", CrdDefault::Text("AtStartup")),
+    ("mpiImplementation", CrdDefault::Text("OpenMPI")),
+    ("runLauncherAsWorker", CrdDefault::Bool(false)),
+    ("slotsPerWorker", CrdDefault::Int(1)),
+    ("sshAuthMountPath", CrdDefault::Text("/root/.ssh")),
+];
+
+/// Fields of `spec.runPolicy` the shipped CRDs default.
+const RUN_POLICY_DEFAULTS: [(&str, CrdDefault); 1] = [("suspend", CrdDefault::Bool(false))];
+
+#[derive(Debug, Clone, Copy)]
+enum CrdDefault {
+    Text(&'static str),
+    Bool(bool),
+    Int(i64),
+}
+
+impl CrdDefault {
+    fn is(self, v: &Value) -> bool {
+        match self {
+            CrdDefault::Text(t) => v.as_str() == Some(t),
+            CrdDefault::Bool(b) => v.as_bool() == Some(b),
+            CrdDefault::Int(i) => v.as_i64() == Some(i),
+        }
+    }
+}
+
+fn defaulted(defaults: &[(&str, CrdDefault)], k: &str, v: &Value) -> bool {
+    defaults.iter().any(|(name, d)| *name == k && d.is(v))
+}
 
 /// Metadata fields the apiserver sets or changes after the mutating webhooks.
 const SET_BY_APISERVER: [&str; 5] = [
@@ -92,18 +128,35 @@ pub fn key(input: &Input, object: &Value) -> u64 {
     h.write_u64(value_hash(&input.user_info, &[]));
     h.write_u64(input.old_object.as_ref().map_or(0, |o| value_hash(o, &[])));
     let object_hash = match object {
-        Value::Object(fields) => unordered(fields.iter().map(|(k, v)| {
-            let skip: &[&str] = if k == "metadata" {
-                &SET_BY_APISERVER
-            } else {
-                &[]
-            };
-            entry_hash(k, v, skip)
+        Value::Object(fields) => unordered(fields.iter().map(|(k, v)| match (k.as_str(), v) {
+            ("metadata", _) => entry_hash(k, v, &SET_BY_APISERVER),
+            ("spec", Value::Object(spec)) => hashed_entry(k, spec_hash(spec)),
+            _ => entry_hash(k, v, &[]),
         })),
         other => value_hash(other, &[]),
     };
     h.write_u64(object_hash);
     h.finish()
+}
+
+/// The hash of `spec`, fields at their CRD defaults left out.
+fn spec_hash(spec: &serde_json::Map<String, Value>) -> u64 {
+    unordered(
+        spec.iter()
+            .filter(|(k, v)| !defaulted(&SPEC_DEFAULTS, k, v))
+            .map(|(k, v)| match v {
+                Value::Object(run_policy) if k == "runPolicy" => hashed_entry(
+                    k,
+                    unordered(
+                        run_policy
+                            .iter()
+                            .filter(|(k, v)| !defaulted(&RUN_POLICY_DEFAULTS, k, v))
+                            .map(|(k, v)| entry_hash(k, v, &[])),
+                    ),
+                ),
+                _ => entry_hash(k, v, &[]),
+            }),
+    )
 }
 
 /// One hash of entry hashes, the same whatever order they come in.
@@ -152,9 +205,13 @@ fn value_hash(v: &Value, skip: &[&str]) -> u64 {
 }
 
 fn entry_hash(k: &str, v: &Value, skip: &[&str]) -> u64 {
+    hashed_entry(k, value_hash(v, skip))
+}
+
+fn hashed_entry(k: &str, value_hash: u64) -> u64 {
     let mut h = DefaultHasher::new();
     k.hash(&mut h);
-    h.write_u64(value_hash(v, skip));
+    h.write_u64(value_hash);
     h.finish()
 }
 
@@ -210,6 +267,62 @@ mod tests {
         update.old_object = Some(a.clone());
         changed.push(key(&update, &a));
         assert!(changed.iter().all(|c| *c != k), "{changed:?}");
+    }
+
+    #[test]
+    fn fields_at_their_crd_defaults_are_left_out() {
+        let a = job();
+        let mut b = job();
+        b["spec"]["runPolicy"] = json!({"suspend": false});
+        let mut c = job();
+        c["spec"]["runPolicy"] = json!({});
+        c["spec"]["slotsPerWorker"] = json!(1);
+        assert_eq!(key(&input(c.clone()), &c), key(&input(b.clone()), &b));
+        assert_ne!(key(&input(a.clone()), &a), key(&input(b.clone()), &b));
+        let mut suspended = c.clone();
+        suspended["spec"]["runPolicy"]["suspend"] = json!(true);
+        assert_ne!(
+            key(&input(c.clone()), &c),
+            key(&input(suspended.clone()), &suspended)
+        );
+    }
+
+    /// Every default the shipped CRDs declare under spec or spec.runPolicy is in the tables.
+    #[test]
+    fn the_tables_hold_every_default_of_the_shipped_crds() {
+        fn defaults(schema: &Value, path: &str, out: &mut Vec<(String, Value)>) {
+            if let Some(d) = schema.get("default") {
+                out.push((path.to_string(), d.clone()));
+            }
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, s) in props {
+                    defaults(s, &format!("{path}/{k}"), out);
+                }
+            }
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("crds/") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read");
+            let crd: Value = yaml_serde::from_str(&text).expect("CRD YAML");
+            for version in crd["spec"]["versions"].as_array().into_iter().flatten() {
+                let schema = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+                defaults(schema, "/spec", &mut found);
+            }
+        }
+        assert!(!found.is_empty());
+        for (path, value) in found {
+            let covered = match path.rsplit_once('/') {
+                Some(("/spec", k)) => defaulted(&SPEC_DEFAULTS, k, &value),
+                Some(("/spec/runPolicy", k)) => defaulted(&RUN_POLICY_DEFAULTS, k, &value),
+                _ => false,
+            };
+            assert!(covered, "{path} defaults to {value}, not in the tables");
+        }
     }
 
     #[test]

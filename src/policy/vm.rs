@@ -80,12 +80,10 @@ fn root_module(rules: &[&str], groups: &[Vec<(usize, &str)>]) -> String {
             gathered.push_str(&format!("\ng{g}_{c} := [\n{}\n]\n", items.join(",\n")));
             chunks.push(format!("g{g}_{c}"));
         }
-        let all = chunks
-            .iter()
-            .skip(1)
-            .fold(chunks.first().cloned().unwrap_or_else(|| "[]".into()), |acc, c| {
-                format!("array.concat({acc}, {c})")
-            });
+        let all = chunks.iter().skip(1).fold(
+            chunks.first().cloned().unwrap_or_else(|| "[]".into()),
+            |acc, c| format!("array.concat({acc}, {c})"),
+        );
         gathered.push_str(&format!("\ng{g} := {all}\n"));
         refs.push(format!("  count(g{g})"));
     }
