@@ -8,7 +8,10 @@
 //! refused policy edit or certificate), `GET /metrics` (Prometheus text).
 //!
 //! # Guarantees
-//! - Bodies over [`Config::max_body_bytes`] get 413 without being read past the limit.
+//! - A body over [`Config::max_body_bytes`] is not kept past the limit (only its first
+//!   bytes, for its uid) and is answered with HTTP 200 and an AdmissionReview that refuses
+//!   it and says by how much it is over and which flag sets the limit: the apiserver shows
+//!   that message, where a bare 413 would reach the user as "failed calling webhook".
 //! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
 //!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
 //! - At most [`Config::max_connections`] connections are open: at the bound a new one closes
@@ -49,15 +52,24 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
-use super::body::{self, BodyError};
+use super::body::{self, BodyError, Oversized};
 use super::connections::{Activity, Connections};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
 use super::reload::{PolicyStatus, PolicyStore};
+use super::review::{self, Verdict};
 use super::tls::{ServingCert, TlsStatus};
 
-/// The apiserver refuses request bodies over 3 MiB itself, so a larger one is not from it.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// 16 MiB: the largest AdmissionReview the apiserver can send, rounded up. The apiserver
+/// takes request bodies of up to 3 MiB (`MaxRequestBodyBytes`), so a submitted object has
+/// at most ~3 MiB of JSON; what it sends the webhook adds `managedFields`, which for a large
+/// object (one entry per list item: 20,000 env entries) is about as large as the object
+/// again: 6 MiB. An UPDATE carries `oldObject` too, up to as much (an operator may raise
+/// etcd's 1.5 MiB limit): 12 MiB, plus the envelope (userInfo, options: a few KiB). The old
+/// 3 MiB default refused a 1.4 MB job applied with kubectl, whose review is 4 MB
+/// (last-applied-configuration and managedFields). Memory per review is measured in
+/// RELIABILITY.md ("Large reviews").
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -144,6 +156,7 @@ async fn validate(State(s): State<Arc<Shared>>, req: Request) -> Response {
 }
 
 async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
+    let started = std::time::Instant::now();
     let limit = s.max_body_bytes;
     let declared = req
         .headers()
@@ -153,7 +166,15 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     let read = body::read_limited(req.into_body(), limit, declared);
     let body = match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(BodyError::TooLarge)) => return too_large(limit),
+        Ok(Err(BodyError::TooLarge(oversized))) => {
+            s.metrics.request(
+                endpoint,
+                "other",
+                m::Decision::Invalid,
+                started.elapsed().as_secs_f64(),
+            );
+            return too_large(endpoint, limit, &oversized);
+        }
         Ok(Err(BodyError::Unreadable(e))) => {
             debug!(error = %e, "request body unreadable");
             return text(
@@ -182,11 +203,39 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
 }
 
-fn too_large(limit: usize) -> Response {
-    text(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("request body exceeds {limit} bytes\n"),
+/// An AdmissionReview refusing a review over the limit, with its uid when its first bytes
+/// hold it (the apiserver requires the answer's uid to be the request's; without it the
+/// apiserver reports the answer as invalid, and the message is in gangplank's log only).
+fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
+    let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
+    let over = body.bytes.saturating_sub(limit_bytes);
+    let at_least = if body.whole { "" } else { "at least " };
+    let uid = review::uid_in_prefix(&body.prefix);
+    let mut message = format!(
+        "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
+        body.bytes
+    );
+    if uid.is_none() {
+        message.push_str(&format!(
+            "; no request.uid in its first {} bytes, so this answer cannot name the request",
+            body.prefix.len()
+        ));
+    }
+    warn!(
+        endpoint = endpoint.as_str(),
+        uid = uid.as_deref().unwrap_or_default(),
+        bytes = body.bytes,
+        limit,
+        decision = "invalid",
+        "review over the body limit refused"
+    );
+    let verdict = Verdict::refuse(413, "RequestEntityTooLarge", message);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        verdict.encode(uid.as_deref().unwrap_or_default()),
     )
+        .into_response()
 }
 
 fn text(status: StatusCode, message: String) -> Response {

@@ -56,7 +56,9 @@ pub struct ServeArgs {
     /// Evaluations running at once (0: one per CPU); more wait for a slot.
     #[arg(long, default_value_t = 0, env = "GANGPLANK_MAX_EVALUATIONS")]
     pub max_evaluations: usize,
-    /// Largest request body, in bytes; larger ones get 413 (the apiserver's own limit is 3 MiB).
+    /// Largest AdmissionReview, in bytes; a larger one is refused with a message saying by how
+    /// much (the default fits the largest the apiserver sends: 3 MiB objects with
+    /// managedFields, and oldObject on UPDATE).
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, env = "GANGPLANK_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// How often the policy directory and certificate files are checked for changes.
