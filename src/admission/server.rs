@@ -12,6 +12,9 @@
 //!   bytes, for its uid) and is answered with HTTP 200 and an AdmissionReview that refuses
 //!   it and says by how much it is over and which flag sets the limit: the apiserver shows
 //!   that message, where a bare 413 would reach the user as "failed calling webhook".
+//! - At most [`REVIEW_BYTES_IN_FLIGHT`] of reviews are judged at once (a larger one alone),
+//!   so that large reviews arriving together cannot take the Pod past its memory limit; a
+//!   review that finds no room within [`REVIEW_BUDGET_WAIT`] is refused with a message.
 //! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
 //!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
 //! - At most [`Config::max_connections`] connections are open: at the bound a new one closes
@@ -70,6 +73,15 @@ use super::tls::{ServingCert, TlsStatus};
 /// (last-applied-configuration and managedFields). Memory per review is measured in
 /// RELIABILITY.md ("Large reviews").
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of reviews judged at once (read, not yet answered), as KiB permits. Judging a
+/// review takes about 12 times its size while it runs (a 4.4 MB review without its
+/// managedFields: +53 MiB; RELIABILITY.md "Large reviews"), so 8 MiB of reviews in flight is
+/// ~100 MiB at most. Reviews of the usual size (1–50 KiB) never wait on it: hundreds fit at
+/// once. A review larger than the budget takes all of it and is judged alone.
+pub const REVIEW_BYTES_IN_FLIGHT: usize = 8 * 1024 * 1024;
+/// Longest a review waits for room in [`REVIEW_BYTES_IN_FLIGHT`]; then it is refused (429),
+/// well before the webhook's 5 s timeout.
+pub const REVIEW_BUDGET_WAIT: Duration = Duration::from_secs(2);
 /// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -105,6 +117,8 @@ pub struct Shared {
     cert: Arc<ServingCert>,
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
+    /// [`REVIEW_BYTES_IN_FLIGHT`] as KiB permits.
+    review_budget: Arc<tokio::sync::Semaphore>,
     /// True while the listener accepts connections.
     serving: AtomicBool,
 }
@@ -126,6 +140,7 @@ impl Shared {
             cert,
             metrics,
             max_body_bytes: config.max_body_bytes,
+            review_budget: Arc::new(tokio::sync::Semaphore::new(BUDGET_KIB as usize)),
             serving: AtomicBool::new(false),
         })
     }
@@ -192,6 +207,21 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
             )
         }
     };
+    // Held until the answer is encoded: what judging the review holds is freed by then.
+    let permits = kib(body.len());
+    let budget = s.review_budget.clone().acquire_many_owned(permits);
+    let _budget = match tokio::time::timeout(REVIEW_BUDGET_WAIT, budget).await {
+        Ok(Ok(permit)) => permit,
+        _ => {
+            s.metrics.request(
+                endpoint,
+                "other",
+                m::Decision::Failed,
+                started.elapsed().as_secs_f64(),
+            );
+            return busy(endpoint, &body);
+        }
+    };
     let answer = handler::admit(&s.admission, endpoint, &body).await;
     let status =
         StatusCode::from_u16(answer.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -201,6 +231,42 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
         "text/plain; charset=utf-8"
     };
     (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
+}
+
+/// [`REVIEW_BYTES_IN_FLIGHT`] in KiB.
+const BUDGET_KIB: u32 = (REVIEW_BYTES_IN_FLIGHT / 1024) as u32;
+
+/// The permits a review of `len` bytes takes: its KiB, at least one, at most the budget.
+fn kib(len: usize) -> u32 {
+    u32::try_from(len.div_ceil(1024))
+        .unwrap_or(u32::MAX)
+        .clamp(1, BUDGET_KIB)
+}
+
+/// An AdmissionReview refusing a review that found no room among the reviews being judged
+/// (large ones, together over [`REVIEW_BYTES_IN_FLIGHT`]) within [`REVIEW_BUDGET_WAIT`].
+fn busy(endpoint: Endpoint, body: &[u8]) -> Response {
+    let uid = review::uid_in_prefix(body.get(..body::PREFIX_KEPT).unwrap_or(body));
+    let message = format!(
+        "gangplank is judging other large reviews ({} MiB at once at most) and this one ({} bytes) found no room within {} s, so it is refused; retry",
+        REVIEW_BYTES_IN_FLIGHT / (1024 * 1024),
+        body.len(),
+        REVIEW_BUDGET_WAIT.as_secs()
+    );
+    warn!(
+        endpoint = endpoint.as_str(),
+        uid = uid.as_deref().unwrap_or_default(),
+        bytes = body.len(),
+        decision = "failed",
+        "review refused: no room among the reviews in flight"
+    );
+    let verdict = Verdict::refuse(429, "TooManyRequests", message);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        verdict.encode(uid.as_deref().unwrap_or_default()),
+    )
+        .into_response()
 }
 
 /// An AdmissionReview refusing a review over the limit, with its uid when its first bytes
@@ -492,4 +558,17 @@ pub enum ServeError {
     },
     #[error("TLS configuration")]
     Tls(#[source] super::tls::TlsError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_takes_its_kib_of_the_budget_at_least_one_at_most_all() {
+        assert_eq!(kib(0), 1);
+        assert_eq!(kib(1), 1);
+        assert_eq!(kib(11 * 1024 + 1), 12);
+        assert_eq!(kib(16 * 1024 * 1024), BUDGET_KIB);
+    }
 }

@@ -80,6 +80,17 @@ pub enum Subject {
     Other,
 }
 
+/// Drops `metadata.managedFields`, as `audit` does: the apiserver's bookkeeping, which no
+/// policy reads, and for a large object about as large as the rest of it. Judged with it, a
+/// 4.4 MB review (a 1.4 MB job applied with kubectl) took the server from 39 to 153 MiB;
+/// without it, to 92 MiB (RELIABILITY.md "Large reviews"). The patch `/mutate` answers is
+/// computed on the object without it and never touches it, so the stored object keeps it.
+fn without_managed_fields(object: &mut Value) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+}
+
 /// `Err` naming `field` and what it is when `value` is present but not a JSON object.
 fn not_an_object(field: &str, value: &Value) -> Result<(), String> {
     let what = match value {
@@ -190,8 +201,12 @@ impl Input {
             .get("dryRun")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let object = request.remove("object").unwrap_or(Value::Null);
-        let old_object = request.remove("oldObject").filter(|o| !o.is_null());
+        let mut object = request.remove("object").unwrap_or(Value::Null);
+        let mut old_object = request.remove("oldObject").filter(|o| !o.is_null());
+        without_managed_fields(&mut object);
+        if let Some(old) = old_object.as_mut() {
+            without_managed_fields(old);
+        }
         if object.is_null() && old_object.is_none() {
             return Err("AdmissionReview.request has neither object nor oldObject".into());
         }
@@ -473,6 +488,18 @@ mod tests {
         let mut delete = review(pytorch_kind(), Value::Null, pytorch_job());
         delete["request"]["operation"] = json!("DELETE");
         assert!(Input::from_review(delete).is_ok());
+    }
+
+    #[test]
+    fn managed_fields_are_not_judged() {
+        let mut job = pytorch_job();
+        job["metadata"]["managedFields"] = json!([{"manager": "kubectl", "fieldsV1": {}}]);
+        let input = Input::from_review(review(pytorch_kind(), job.clone(), job)).expect("read");
+        for object in [Some(&input.object), input.old_object.as_ref()] {
+            let meta = object.and_then(|o| o.get("metadata"));
+            assert_eq!(meta.and_then(|m| m.get("name")), Some(&json!("j")));
+            assert!(meta.is_some_and(|m| m.get("managedFields").is_none()));
+        }
     }
 
     #[test]
