@@ -89,7 +89,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// An idle connection costs about 10 KiB (RELIABILITY.md: 10,000 idle TLS connections
 /// added 105 MiB of RSS), so 4,096 add about 40 MiB to the ~60 MiB of a server under load:
-/// within deploy/'s 128 Mi limit. The apiserver needs a few connections per replica.
+/// within deploy/'s memory limit. The apiserver needs a few connections per replica.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// Server settings.
