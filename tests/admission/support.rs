@@ -338,7 +338,7 @@ pub fn create(uid: &str, object: &Value) -> Value {
 pub fn job_with_env(n: usize) -> Value {
     let mut job = example("pytorchjob-gpu.yaml");
     let env: Vec<Value> = (0..n)
-        .map(|i| json!({"name": format!("PLATFORM_SETTING_{i:05}"), "value": format!("value-{i:05}-{}", "x".repeat(32))}))
+        .map(|i| json!({"name": format!("PLATFORM_SETTING_{i:05}"), "value": format!("v-{i:05}-{}", "x".repeat(16))}))
         .collect();
     job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"] =
         Value::Array(env);
