@@ -403,6 +403,7 @@ impl Input {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::expect_used)] // fixed test documents
 mod tests {
     use serde_json::json;
 
