@@ -3,7 +3,8 @@
 //!
 //! What a user sees: warnings as `Warning:` lines, stored defaults in `kubectl get -o yaml`,
 //! the mutated object from `apply --dry-run=server`, the apiserver's refusal with our lines,
-//! and a second apply of the same file that changes nothing.
+//! a second apply of the same file that changes nothing, and a 1.4 MB job judged by policy
+//! (its review is 4 MB), not refused by the webhook's transport.
 
 mod support;
 
@@ -18,6 +19,7 @@ e2e_suite!(
         kubectl_apply_of_a_refused_job_prints_the_apiservers_message_with_our_lines,
         applying_the_same_file_again_changes_nothing,
         the_apiserver_sends_validate_the_object_mutate_produced,
+        kubectl_apply_of_a_job_with_20000_env_entries_is_judged_not_a_webhook_failure,
     ]
 );
 
@@ -260,4 +262,44 @@ async fn the_apiserver_sends_validate_the_object_mutate_produced() {
         "the apiserver's /validate of the applied job was not a hand-off hit ({hits} -> {after}; misses {})",
         handoffs(webhooks, "miss").await
     );
+}
+
+/// A job with 20,000 env entries (1.6 MB), applied server-side (client-side apply cannot
+/// store it: its last-applied-configuration annotation would pass the apiserver's 256 KiB
+/// bound on annotations). The apiserver adds managedFields, an entry per env entry, and
+/// sends the webhooks a 3.2 MB review: over the old 3 MiB body limit, whose bare 413 kubectl
+/// printed as "failed calling webhook". Now the review is read and judged: the structure
+/// policy refuses more than 1,024 env entries per container, with its own message.
+async fn kubectl_apply_of_a_job_with_20000_env_entries_is_judged_not_a_webhook_failure() {
+    let kubectl = Kubectl::setup("kubectl-large").await;
+    let mut job = job_with_a_warning();
+    let env: Vec<Value> = (0..20_000)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("PLATFORM_SETTING_{i:05}"),
+                "value": format!("v-{i:05}-{}", "x".repeat(30)),
+            })
+        })
+        .collect();
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"] =
+        Value::Array(env);
+    let size = serde_json::to_vec(&job).expect("JSON").len();
+    assert!(
+        (1_600_000..1_700_000).contains(&size),
+        "a 1.6 MB job: {size} bytes"
+    );
+    let file = kubectl.write("large.yaml", &job);
+    let output = kubectl.run(&["apply", "--server-side", "-f", path_arg(&file)]);
+    let (stdout, stderr) = texts(&output);
+    assert!(
+        !stderr.contains("failed calling webhook"),
+        "refused by the webhook's transport, not judged:\n{stderr}"
+    );
+    assert!(!output.status.success(), "refused by policy:\n{stdout}");
+    for expected in [
+        "admission webhook \"validate.gangplank.dev\" denied the request:",
+        "[structure] /spec/pytorchReplicaSpecs/Master/template/spec/containers/0/env: has 20000 env entries",
+    ] {
+        assert!(stderr.contains(expected), "no {expected:?} in:\n{stderr}");
+    }
 }

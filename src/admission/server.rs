@@ -8,7 +8,13 @@
 //! refused policy edit or certificate), `GET /metrics` (Prometheus text).
 //!
 //! # Guarantees
-//! - Bodies over [`Config::max_body_bytes`] get 413 without being read past the limit.
+//! - A body over [`Config::max_body_bytes`] is not kept past the limit (only its first
+//!   bytes, for its uid) and is answered with HTTP 200 and an AdmissionReview that refuses
+//!   it and says by how much it is over and which flag sets the limit: the apiserver shows
+//!   that message, where a bare 413 would reach the user as "failed calling webhook".
+//! - At most [`REVIEW_BYTES_IN_FLIGHT`] of reviews are judged at once (a larger one alone),
+//!   so that large reviews arriving together cannot take the Pod past its memory limit; a
+//!   review that finds no room within [`REVIEW_BUDGET_WAIT`] is refused with a message.
 //! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
 //!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
 //! - At most [`Config::max_connections`] connections are open: at the bound a new one closes
@@ -49,15 +55,33 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
-use super::body::{self, BodyError};
+use super::body::{self, BodyError, Oversized};
 use super::connections::{Activity, Connections};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
 use super::reload::{PolicyStatus, PolicyStore};
+use super::review::{self, Verdict};
 use super::tls::{ServingCert, TlsStatus};
 
-/// The apiserver refuses request bodies over 3 MiB itself, so a larger one is not from it.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// 16 MiB: the largest AdmissionReview the apiserver can send, rounded up. The apiserver
+/// takes request bodies of up to 3 MiB (`MaxRequestBodyBytes`), so a submitted object has
+/// at most ~3 MiB of JSON; what it sends the webhook adds `managedFields`, which for a large
+/// object (one entry per list item: 20,000 env entries) is about as large as the object
+/// again: 6 MiB. An UPDATE carries `oldObject` too, up to as much (an operator may raise
+/// etcd's 1.5 MiB limit): 12 MiB, plus the envelope (userInfo, options: a few KiB). The old
+/// 3 MiB default refused a 1.4 MB job applied with kubectl, whose review is 4 MB
+/// (last-applied-configuration and managedFields). Memory per review is measured in
+/// RELIABILITY.md ("Large reviews").
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of reviews judged at once (read, not yet answered), as KiB permits. Judging a
+/// review takes about 12 times its size while it runs (a 4.4 MB review without its
+/// managedFields: +53 MiB; RELIABILITY.md "Large reviews"), so 8 MiB of reviews in flight is
+/// ~100 MiB at most. Reviews of the usual size (1–50 KiB) never wait on it: hundreds fit at
+/// once. A review larger than the budget takes all of it and is judged alone.
+pub const REVIEW_BYTES_IN_FLIGHT: usize = 8 * 1024 * 1024;
+/// Longest a review waits for room in [`REVIEW_BYTES_IN_FLIGHT`]; then it is refused (429),
+/// well before the webhook's 5 s timeout.
+pub const REVIEW_BUDGET_WAIT: Duration = Duration::from_secs(2);
 /// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,7 +89,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// An idle connection costs about 10 KiB (RELIABILITY.md: 10,000 idle TLS connections
 /// added 105 MiB of RSS), so 4,096 add about 40 MiB to the ~60 MiB of a server under load:
-/// within deploy/'s 128 Mi limit. The apiserver needs a few connections per replica.
+/// within deploy/'s memory limit. The apiserver needs a few connections per replica.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// Server settings.
@@ -93,6 +117,8 @@ pub struct Shared {
     cert: Arc<ServingCert>,
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
+    /// [`REVIEW_BYTES_IN_FLIGHT`] as KiB permits.
+    review_budget: Arc<tokio::sync::Semaphore>,
     /// True while the listener accepts connections.
     serving: AtomicBool,
 }
@@ -114,6 +140,7 @@ impl Shared {
             cert,
             metrics,
             max_body_bytes: config.max_body_bytes,
+            review_budget: Arc::new(tokio::sync::Semaphore::new(BUDGET_KIB as usize)),
             serving: AtomicBool::new(false),
         })
     }
@@ -144,6 +171,7 @@ async fn validate(State(s): State<Arc<Shared>>, req: Request) -> Response {
 }
 
 async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
+    let started = std::time::Instant::now();
     let limit = s.max_body_bytes;
     let declared = req
         .headers()
@@ -153,7 +181,15 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     let read = body::read_limited(req.into_body(), limit, declared);
     let body = match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(BodyError::TooLarge)) => return too_large(limit),
+        Ok(Err(BodyError::TooLarge(oversized))) => {
+            s.metrics.request(
+                endpoint,
+                "other",
+                m::Decision::Invalid,
+                started.elapsed().as_secs_f64(),
+            );
+            return too_large(endpoint, limit, &oversized);
+        }
         Ok(Err(BodyError::Unreadable(e))) => {
             debug!(error = %e, "request body unreadable");
             return text(
@@ -171,6 +207,21 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
             )
         }
     };
+    // Held until the answer is encoded: what judging the review holds is freed by then.
+    let permits = kib(body.len());
+    let budget = s.review_budget.clone().acquire_many_owned(permits);
+    let _budget = match tokio::time::timeout(REVIEW_BUDGET_WAIT, budget).await {
+        Ok(Ok(permit)) => permit,
+        _ => {
+            s.metrics.request(
+                endpoint,
+                "other",
+                m::Decision::Failed,
+                started.elapsed().as_secs_f64(),
+            );
+            return busy(endpoint, &body);
+        }
+    };
     let answer = handler::admit(&s.admission, endpoint, &body).await;
     let status =
         StatusCode::from_u16(answer.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -182,11 +233,75 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
 }
 
-fn too_large(limit: usize) -> Response {
-    text(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("request body exceeds {limit} bytes\n"),
+/// [`REVIEW_BYTES_IN_FLIGHT`] in KiB.
+const BUDGET_KIB: u32 = (REVIEW_BYTES_IN_FLIGHT / 1024) as u32;
+
+/// The permits a review of `len` bytes takes: its KiB, at least one, at most the budget.
+fn kib(len: usize) -> u32 {
+    u32::try_from(len.div_ceil(1024))
+        .unwrap_or(u32::MAX)
+        .clamp(1, BUDGET_KIB)
+}
+
+/// An AdmissionReview refusing a review that found no room among the reviews being judged
+/// (large ones, together over [`REVIEW_BYTES_IN_FLIGHT`]) within [`REVIEW_BUDGET_WAIT`].
+fn busy(endpoint: Endpoint, body: &[u8]) -> Response {
+    let uid = review::uid_in_prefix(body.get(..body::PREFIX_KEPT).unwrap_or(body));
+    let message = format!(
+        "gangplank is judging other large reviews ({} MiB at once at most) and this one ({} bytes) found no room within {} s, so it is refused; retry",
+        REVIEW_BYTES_IN_FLIGHT / (1024 * 1024),
+        body.len(),
+        REVIEW_BUDGET_WAIT.as_secs()
+    );
+    warn!(
+        endpoint = endpoint.as_str(),
+        uid = uid.as_deref().unwrap_or_default(),
+        bytes = body.len(),
+        decision = "failed",
+        "review refused: no room among the reviews in flight"
+    );
+    let verdict = Verdict::refuse(429, "TooManyRequests", message);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        verdict.encode(uid.as_deref().unwrap_or_default()),
     )
+        .into_response()
+}
+
+/// An AdmissionReview refusing a review over the limit, with its uid when its first bytes
+/// hold it (the apiserver requires the answer's uid to be the request's; without it the
+/// apiserver reports the answer as invalid, and the message is in gangplank's log only).
+fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
+    let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
+    let over = body.bytes.saturating_sub(limit_bytes);
+    let at_least = if body.whole { "" } else { "at least " };
+    let uid = review::uid_in_prefix(&body.prefix);
+    let mut message = format!(
+        "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
+        body.bytes
+    );
+    if uid.is_none() {
+        message.push_str(&format!(
+            "; no request.uid in its first {} bytes, so this answer cannot name the request",
+            body.prefix.len()
+        ));
+    }
+    warn!(
+        endpoint = endpoint.as_str(),
+        uid = uid.as_deref().unwrap_or_default(),
+        bytes = body.bytes,
+        limit,
+        decision = "invalid",
+        "review over the body limit refused"
+    );
+    let verdict = Verdict::refuse(413, "RequestEntityTooLarge", message);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        verdict.encode(uid.as_deref().unwrap_or_default()),
+    )
+        .into_response()
 }
 
 fn text(status: StatusCode, message: String) -> Response {
@@ -443,4 +558,17 @@ pub enum ServeError {
     },
     #[error("TLS configuration")]
     Tls(#[source] super::tls::TlsError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_takes_its_kib_of_the_budget_at_least_one_at_most_all() {
+        assert_eq!(kib(0), 1);
+        assert_eq!(kib(1), 1);
+        assert_eq!(kib(11 * 1024 + 1), 12);
+        assert_eq!(kib(16 * 1024 * 1024), BUDGET_KIB);
+    }
 }

@@ -56,7 +56,9 @@ pub struct ServeArgs {
     /// Evaluations running at once (0: one per CPU); more wait for a slot.
     #[arg(long, default_value_t = 0, env = "GANGPLANK_MAX_EVALUATIONS")]
     pub max_evaluations: usize,
-    /// Largest request body, in bytes; larger ones get 413 (the apiserver's own limit is 3 MiB).
+    /// Largest AdmissionReview, in bytes; a larger one is refused with a message saying by how
+    /// much (the default fits the largest the apiserver sends: 3 MiB objects with
+    /// managedFields, and oldObject on UPDATE).
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, env = "GANGPLANK_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// How often the policy directory and certificate files are checked for changes.
@@ -90,11 +92,31 @@ pub struct ServeArgs {
     pub cluster_inventory: bool,
 }
 
+/// Evaluations at once: `--max-evaluations`, or one per CPU when it is 0.
+fn evaluations(max_evaluations: usize) -> usize {
+    match max_evaluations {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Threads of the blocking pool: one per evaluation slot, and four for the rest (policy and
+/// certificate reloads, file reads, DNS). Evaluations take a slot before they take a thread,
+/// so more would only idle; tokio's default (512) let the pool grow while reviews queued on
+/// a busy machine, from 8 to 15 threads in a soak, each keeping its own allocator pages (+7
+/// MiB of RSS; RELIABILITY.md "Soak").
+fn blocking_threads(max_evaluations: usize) -> usize {
+    evaluations(max_evaluations) + 4
+}
+
 impl ServeArgs {
     pub fn run(self) -> u8 {
         let workers = self.worker_threads;
         let mut runtime = tokio::runtime::Builder::new_multi_thread();
-        runtime.enable_all().thread_name("gangplank");
+        runtime
+            .enable_all()
+            .thread_name("gangplank")
+            .max_blocking_threads(blocking_threads(self.max_evaluations));
         if workers > 0 {
             runtime.worker_threads(workers);
         }
@@ -171,11 +193,7 @@ impl ServeArgs {
             }
         };
         let cert = Arc::new(cert);
-        let max_evaluations = if max_evaluations == 0 {
-            std::thread::available_parallelism().map_or(2, |n| n.get())
-        } else {
-            max_evaluations
-        };
+        let max_evaluations = evaluations(max_evaluations);
         let images = match image_pinner(registry_credentials.as_deref()).await {
             Ok(pinner) => Arc::new(pinner),
             Err(message) => {

@@ -1,5 +1,7 @@
-//! Protection: oversized bodies, malformed JSON, reviews that are not v1 or lack a request,
-//! a malformed request, and evaluation past its deadline. Never a crash or a hang.
+//! Protection: oversized bodies (and large ones that must pass), malformed JSON, reviews that
+//! are not v1 or lack a request, a malformed request (an object that is not one, or not of
+//! the kind the request names), and evaluation past its deadline. Never a crash, a hang, or
+//! an admission without a verdict.
 
 use std::time::Duration;
 
@@ -19,23 +21,74 @@ async fn post_raw(server: &TestServer, path: &str, body: Vec<u8>) -> (u16, Strin
     (r.status().as_u16(), r.text().await.expect("body"))
 }
 
+/// Until the limit went to 16 MiB, an oversized review got a bare 413, which kubectl showed
+/// as "failed calling webhook". Now it is refused by an AdmissionReview naming its uid, how
+/// far it is over and the flag that sets the limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bodies_over_3_mib_are_refused_with_413() {
-    let server = TestServer::start().await;
-    // A valid review whose object carries 3 MiB of annotation.
+async fn a_review_over_the_limit_is_refused_by_a_review_naming_the_excess_and_the_flag() {
+    let limit = 1024 * 1024;
+    let server = TestServer::with(Options {
+        max_body_bytes: limit,
+        ..Options::default()
+    })
+    .await;
+    // A valid review whose object carries 2 MiB of annotation.
     let mut job = example("pytorchjob-gpu.yaml");
-    job["metadata"]["annotations"] = json!({"padding": "x".repeat(3 * 1024 * 1024)});
-    let body = serde_json::to_vec(&create("big", &job)).expect("serializes");
+    job["metadata"]["annotations"] = json!({"padding": "x".repeat(2 * 1024 * 1024)});
+    let review = create("big", &job);
+    let body = serde_json::to_vec(&review).expect("serializes");
+    let over = body.len() - limit;
     for path in ["/mutate", "/validate"] {
         let (status, text) = post_raw(&server, path, body.clone()).await;
-        assert_eq!(status, 413, "{path}: {text}");
-        assert!(text.contains("exceeds 3145728 bytes"), "{text}");
+        assert_eq!(status, 200, "{path}: {text}");
+        let answer: Value = serde_json::from_str(&text).expect("an AdmissionReview");
+        let response = &answer["response"];
+        assert_eq!(response["uid"], "big", "{path}: the request's uid");
+        assert_eq!(response["allowed"], false, "{path}");
+        assert_eq!(response["status"]["code"], 413);
+        assert_eq!(response["status"]["reason"], "RequestEntityTooLarge");
+        let message = response["status"]["message"].as_str().expect("message");
+        assert!(
+            message.contains(&format!(
+                "the AdmissionReview is {over} bytes over gangplank's limit of {limit} bytes"
+            )) && message.contains("--max-body-bytes"),
+            "{message}"
+        );
     }
     // The server is still answering.
     let ok = server
         .admit("/mutate", &create("after", &example("pytorchjob-gpu.yaml")))
         .await;
     assert_eq!(ok["allowed"], true);
+}
+
+/// What the apiserver sends for a 1.4 MB job (20,000 env entries) applied with kubectl: a
+/// 4 MB review, judged like any other under the default limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4_mb_review_of_a_job_with_20000_env_entries_is_judged() {
+    let server = TestServer::start().await;
+    let job = crate::support::as_applied(&crate::support::job_with_env(20_000));
+    let review = create("env-20000", &job);
+    let size = serde_json::to_vec(&review).expect("serializes").len();
+    assert!(
+        (3_500_000..6_000_000).contains(&size),
+        "a review of about 4 MB, got {size} bytes"
+    );
+    let mutated = server.admit("/mutate", &review).await;
+    assert_eq!(mutated["allowed"], true, "{}", mutated["status"]);
+    // Read whole and judged: the structure policy's bound on env entries per container is
+    // what refuses it, with the policy's message, not the body limit.
+    let stored = crate::support::apply(&job, &mutated);
+    let validated = server
+        .admit("/validate", &create("env-20000-v", &stored))
+        .await;
+    assert_eq!(validated["allowed"], false);
+    assert_eq!(validated["status"]["code"], 403, "{}", validated["status"]);
+    let message = validated["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("[structure] ") && message.contains("has 20000 env entries"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,6 +154,68 @@ async fn a_request_that_cannot_be_evaluated_is_refused_as_invalid_with_its_uid()
     assert!(response["status"]["message"]
         .as_str()
         .is_some_and(|m| m.contains("PATCH")));
+}
+
+/// An object that is a list or a string has no kind: taken for "not a training job", it
+/// used to pass unjudged on both endpoints although the request named a PyTorchJob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_that_is_not_a_json_object_is_refused_not_admitted() {
+    let server = TestServer::start().await;
+    let job = example("pytorchjob-gpu.yaml");
+    let cases = [
+        ("object", json!([job.clone()]), "a JSON array"),
+        ("object", json!("kind: PyTorchJob"), "a JSON string"),
+        ("object", json!(42), "a JSON number"),
+        ("oldObject", json!(false), "a JSON boolean"),
+    ];
+    for (field, value, what) in cases {
+        let mut review = crate::support::review("not-object", "UPDATE", &job, Some(&job), false);
+        review["request"][field] = value;
+        for path in ["/mutate", "/validate"] {
+            let response = server.admit(path, &review).await;
+            assert_eq!(
+                response["allowed"], false,
+                "{path} {field} {what}: {response}"
+            );
+            assert_eq!(response["status"]["code"], 400);
+            let message = response["status"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains(&format!("request.{field} is {what}, not an object"))
+                    && message.contains("cannot be judged"),
+                "{path}: {message}"
+            );
+        }
+    }
+}
+
+/// `request.kind` names a PyTorchJob while the object says otherwise (or nothing): judged by
+/// the object's kind it would pass as a ConfigMap, unchecked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_whose_kind_differs_from_the_requested_training_kind_is_refused() {
+    let server = TestServer::start().await;
+    let job = example("pytorchjob-gpu.yaml");
+    let mut configmap = job.clone();
+    configmap["apiVersion"] = json!("v1");
+    configmap["kind"] = json!("ConfigMap");
+    let mut kindless = job.clone();
+    if let Some(o) = kindless.as_object_mut() {
+        o.remove("apiVersion");
+        o.remove("kind");
+    }
+    for object in [configmap, kindless] {
+        let mut review = create("kind-mismatch", &job);
+        review["request"]["object"] = object;
+        for path in ["/mutate", "/validate"] {
+            let response = server.admit(path, &review).await;
+            assert_eq!(response["allowed"], false, "{path}: {response}");
+            assert_eq!(response["status"]["code"], 400);
+            let message = response["status"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("request.kind is kubeflow.org/v1 PyTorchJob but request.object"),
+                "{path}: {message}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,11 +291,11 @@ async fn a_policy_fault_at_request_time_refuses_the_request_with_the_reason() {
     assert_eq!(fine["allowed"], true);
 }
 
-/// The apiserver speaks HTTP/2 to webhooks. An oversized body must get its 413 there too,
-/// not a stream reset while the client is still sending (what curl showed: no status, exit
-/// 92). curl is the client that saw it; without curl the test says so and checks nothing.
+/// The apiserver speaks HTTP/2 to webhooks. An oversized body must get its answer there too
+/// (an AdmissionReview refusing it; a 413 before the limit went to 16 MiB), not a stream
+/// reset while the client is still sending (what curl showed: no status, exit 92). curl is the client that saw it; without curl the test says so and checks nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_oversized_body_gets_413_over_http2_as_over_http1() {
+async fn an_oversized_body_is_answered_over_http2_as_over_http1() {
     if std::process::Command::new("curl")
         .arg("--version")
         .output()
@@ -189,7 +304,11 @@ async fn an_oversized_body_gets_413_over_http2_as_over_http1() {
         eprintln!("skipped: no curl on PATH (the HTTP/2 client that showed the reset)");
         return;
     }
-    let server = TestServer::start().await;
+    let server = TestServer::with(Options {
+        max_body_bytes: 3 * 1024 * 1024,
+        ..Options::default()
+    })
+    .await;
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = dir.path().join("ca.crt");
     std::fs::write(&ca, server.ca.pem()).expect("CA file");
@@ -224,9 +343,15 @@ async fn an_oversized_body_gets_413_over_http2_as_over_http1() {
             out.status
         );
         assert!(
-            stdout.ends_with(&format!("413 {version}")),
+            stdout.ends_with(&format!("200 {version}")),
             "{flag}: {stdout}"
         );
-        assert!(stdout.contains("exceeds 3145728 bytes"), "{flag}: {stdout}");
+        // No uid in a body of 'a's: the answer says so, and refuses.
+        assert!(
+            stdout.contains("1048576 bytes over gangplank's limit of 3145728 bytes")
+                && stdout.contains("no request.uid in its first 65536 bytes")
+                && stdout.contains(r#""allowed":false"#),
+            "{flag}: {stdout}"
+        );
     }
 }

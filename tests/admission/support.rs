@@ -52,6 +52,7 @@ pub struct Options {
     pub max_evaluations: usize,
     pub shutdown_delay: Duration,
     pub max_connections: usize,
+    pub max_body_bytes: usize,
 }
 
 impl Default for Options {
@@ -62,6 +63,7 @@ impl Default for Options {
             max_evaluations: 2,
             shutdown_delay: Duration::ZERO,
             max_connections: gangplank::admission::server::DEFAULT_MAX_CONNECTIONS,
+            max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
         }
     }
 }
@@ -119,7 +121,7 @@ impl TestServer {
                 eval_timeout: opts.eval_timeout,
                 max_evaluations: opts.max_evaluations,
             },
-            max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes: opts.max_body_bytes,
             reload_interval: Duration::from_millis(100),
             shutdown_delay: opts.shutdown_delay,
             max_connections: opts.max_connections,
@@ -329,6 +331,48 @@ pub fn review(
 
 pub fn create(uid: &str, object: &Value) -> Value {
     review(uid, "CREATE", object, None, false)
+}
+
+/// The GPU example with `n` environment variables in its Master's container (20,000 make
+/// a 1.4 MB job).
+pub fn job_with_env(n: usize) -> Value {
+    let mut job = example("pytorchjob-gpu.yaml");
+    let env: Vec<Value> = (0..n)
+        .map(|i| json!({"name": format!("PLATFORM_SETTING_{i:05}"), "value": format!("v-{i:05}-{}", "x".repeat(16))}))
+        .collect();
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"] =
+        Value::Array(env);
+    job
+}
+
+/// `job` as `kubectl apply` makes the apiserver send it: the last-applied-configuration
+/// annotation (the whole job again, as a string) and managedFields (an entry per list item).
+pub fn as_applied(job: &Value) -> Value {
+    let mut out = job.clone();
+    let last = serde_json::to_string(job).expect("serializes");
+    out["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/last-applied-configuration": last});
+    let env_fields: serde_json::Map<String, Value> = job["spec"]["pytorchReplicaSpecs"]["Master"]
+        ["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let key = format!("k:{}", json!({"name": e["name"]}));
+            (key, json!({".": {}, "f:name": {}, "f:value": {}}))
+        })
+        .collect();
+    out["metadata"]["managedFields"] = json!([{
+        "manager": "kubectl-client-side-apply",
+        "operation": "Update",
+        "apiVersion": "kubeflow.org/v1",
+        "time": "2026-11-26T12:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:pytorchReplicaSpecs": {"f:Master": {"f:template": {"f:spec": {
+            "f:containers": {"k:{\"name\":\"pytorch\"}": {"f:env": env_fields}}
+        }}}}}}
+    }]);
+    out
 }
 
 /// The JSONPatch of a response, decoded.
