@@ -4,11 +4,7 @@
 # benches/review_instructions.rs; figures in BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-cargo build --release -q --bench review_instructions
-bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/review_instructions-* | grep -v '\.d$' | head -1)
-jobs=("$@")
-[ ${#jobs[@]} -gt 0 ] || jobs=(benches/data/pytorchjob-9.yaml benches/data/pytorchjob-9-platform.yaml)
+. benches/review_instructions.sh
 count() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$@" 2>&1 |
     awk '/Collected/ {print $4}'
