@@ -8,12 +8,11 @@ use regorus::Value as RegoValue;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::applicability::Facts;
 use super::error::EvalError;
 use super::intent::Intent;
 use super::params::Action;
 use super::set::{from_rego, Group, Output, PolicySet, RuleRef};
-use super::vm::{RunError, Vm, VmProgram};
+use super::vm::{RunError, VmProgram};
 
 /// One finding of one policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -109,12 +108,9 @@ impl PolicySet {
                 return self.eval_group(program, group, &rules, input, cluster, &skipped);
             }
         }
-        let rules: Vec<&RuleRef> = rules
-            .into_iter()
-            .filter(applies)
-            .filter(|r| !skipped.contains(&r.index))
-            .collect();
-        self.eval_rules_on(&rules, input, self.vm.is_err())
+        let rules: Vec<&RuleRef> = rules.into_iter().filter(applies).collect();
+        let rules = unskipped(&rules, &skipped);
+        self.eval_rules_on(&rules, input, cluster, self.vm.is_err())
     }
 
     /// The indices of the rules the index skips for this request.
@@ -122,15 +118,10 @@ impl PolicySet {
         if !self.index || self.policies.iter().all(|p| p.applies_when.is_none()) {
             return Vec::new();
         }
-        let facts = Facts::of(input, cluster);
-        let skipped_policies: Vec<bool> = self
-            .policies
-            .iter()
-            .map(|p| self.skip_reason(p, &facts).is_some())
-            .collect();
+        let skipped: Vec<usize> = self.policy_skips(input, cluster).map(|(i, _)| i).collect();
         self.rules
             .iter()
-            .filter(|r| skipped_policies.get(r.policy).copied().unwrap_or(false))
+            .filter(|r| skipped.contains(&r.policy))
             .map(|r| r.index)
             .collect()
     }
@@ -157,10 +148,10 @@ impl PolicySet {
                     .collect::<std::collections::BTreeSet<_>>(),
             )
         });
-        let vm = program
+        let mut vm = program
             .vm(input, cluster.as_ref(), skip)
             .map_err(vm_failed)?;
-        match run_group(vm, group, rules.len()) {
+        match vm.run_group(group.index(), rules.len()) {
             Ok(values) => Ok(rules
                 .iter()
                 .zip(&values)
@@ -174,30 +165,24 @@ impl PolicySet {
                 rule: stopped_in(&rule, line),
                 message,
             }),
-            Err(_) => {
-                let rules: Vec<&RuleRef> = rules
-                    .iter()
-                    .copied()
-                    .filter(|r| !skipped.contains(&r.index))
-                    .collect();
-                self.eval_rules_on(&rules, input, false)
-            }
+            Err(_) => self.eval_rules_on(&unskipped(rules, skipped), input, cluster, false),
         }
     }
 
-    /// Evaluates rules on one input: on one VM, or on one clone of the prepared interpreter
+    /// Evaluates rules on one input and its view of the cluster (see
+    /// [`PolicySet::cluster_view`]): on one VM, or on one clone of the prepared interpreter
     /// when `interpreter` is set.
     pub(super) fn eval_rules_on<'a>(
         &self,
         rules: &[&'a RuleRef],
         input: &RegoValue,
+        cluster: Option<RegoValue>,
         interpreter: bool,
     ) -> Result<Vec<(&'a RuleRef, Value)>, EvalError> {
         let failed = |rule: &RuleRef, message: String| EvalError::Rego {
             rule: rule.path.clone(),
             message,
         };
-        let cluster = self.cluster_view(input);
         let mut out = Vec::with_capacity(rules.len());
         match (&self.vm, interpreter) {
             (Ok(program), false) => {
@@ -234,8 +219,13 @@ impl PolicySet {
     }
 }
 
-fn run_group(mut vm: Vm, group: Group, len: usize) -> Result<Vec<RegoValue>, RunError> {
-    vm.run_group(group.index(), len)
+/// `rules` less those whose index is in `skipped`.
+fn unskipped<'a>(rules: &[&'a RuleRef], skipped: &[usize]) -> Vec<&'a RuleRef> {
+    rules
+        .iter()
+        .copied()
+        .filter(|r| !skipped.contains(&r.index))
+        .collect()
 }
 
 fn vm_failed(message: String) -> EvalError {

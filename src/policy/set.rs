@@ -324,20 +324,27 @@ impl PolicySet {
     /// what `gangplank check --explain` and `--profile` show.
     pub fn skipped_policies(&self, input: &RegoValue) -> Vec<(String, String)> {
         let cluster = self.cluster_view(input);
-        let facts = Facts::of(input, cluster.as_ref());
-        self.policies
-            .iter()
-            .filter(|p| p.enabled)
-            .filter_map(|p| self.skip_reason(p, &facts).map(|why| (p.name.clone(), why)))
+        self.policy_skips(input, cluster.as_ref())
+            .filter_map(|(i, why)| Some((self.policies.get(i)?.name.clone(), why)))
             .collect()
     }
 
-    /// Why the index skips policy `p` for a request with `facts`, if it does.
-    pub(super) fn skip_reason(&self, p: &PolicyInfo, facts: &Facts) -> Option<String> {
-        if !self.index {
-            return None;
-        }
-        p.applies_when.as_ref()?.skip_reason(facts)
+    /// The enabled policies the index skips for `input` and its view of the cluster: each
+    /// policy's index in the set, and why. Empty with the index off.
+    pub(super) fn policy_skips<'a>(
+        &'a self,
+        input: &RegoValue,
+        cluster: Option<&RegoValue>,
+    ) -> impl Iterator<Item = (usize, String)> + 'a {
+        let facts = self.index.then(|| Facts::of(input, cluster));
+        self.policies
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.enabled)
+            .filter_map(move |(i, p)| {
+                let why = p.applies_when.as_ref()?.skip_reason(facts.as_ref()?)?;
+                Some((i, why))
+            })
     }
 
     /// This request's view of the cluster inventory (`data.cluster`), if one is known.
@@ -359,12 +366,12 @@ impl PolicySet {
         })?;
         let input = crate::review::Input::create(sample, "default").build_rego_input();
         let all: Vec<&RuleRef> = self.rules.iter().collect();
-        self.eval_rules_on(&all, &input, true)
+        self.eval_rules_on(&all, &input, None, true)
             .map_err(|e| LoadError::Smoke {
                 message: e.to_string(),
             })?;
         if let Ok(program) = &self.vm {
-            self.eval_rules_on(&all, &input, false)
+            self.eval_rules_on(&all, &input, None, false)
                 .map_err(|e| LoadError::Smoke {
                     message: e.to_string(),
                 })?;
