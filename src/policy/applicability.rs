@@ -64,6 +64,18 @@ pub enum Condition {
     Param(String),
 }
 
+/// The facts without an argument, by the name policies write.
+const NAMED: [(&str, Condition); 8] = [
+    ("cluster", Condition::Cluster),
+    ("gpus", Condition::Gpus),
+    ("mig", Condition::Mig),
+    ("kueue", Condition::Kueue),
+    ("claims", Condition::Claims),
+    ("network_policies", Condition::NetworkPolicies),
+    ("placement", Condition::Placement),
+    ("update", Condition::Update),
+];
+
 impl Condition {
     fn parse(text: &str) -> Result<Condition, String> {
         if let Some(key) = text.strip_prefix("template_annotation:") {
@@ -72,37 +84,31 @@ impl Condition {
         if let Some(name) = text.strip_prefix("params.") {
             return Ok(Condition::Param(name.to_string()));
         }
-        Ok(match text {
-            "cluster" => Condition::Cluster,
-            "gpus" => Condition::Gpus,
-            "mig" => Condition::Mig,
-            "kueue" => Condition::Kueue,
-            "claims" => Condition::Claims,
-            "network_policies" => Condition::NetworkPolicies,
-            "placement" => Condition::Placement,
-            "update" => Condition::Update,
-            other => {
-                return Err(format!(
-                    "unknown fact {other:?} (facts: cluster, gpus, mig, kueue, claims, network_policies, placement, update, template_annotation:<key>, params.<name>)"
+        match NAMED.iter().find(|(name, _)| *name == text) {
+            Some((_, c)) => Ok(c.clone()),
+            None => {
+                let names: Vec<&str> = NAMED.iter().map(|(name, _)| *name).collect();
+                Err(format!(
+                    "unknown fact {text:?} (facts: {}, template_annotation:<key>, params.<name>)",
+                    names.join(", ")
                 ))
             }
-        })
+        }
     }
 }
 
 impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Condition::Cluster => f.write_str("cluster"),
-            Condition::Gpus => f.write_str("gpus"),
-            Condition::Mig => f.write_str("mig"),
-            Condition::Kueue => f.write_str("kueue"),
-            Condition::Claims => f.write_str("claims"),
-            Condition::NetworkPolicies => f.write_str("network_policies"),
-            Condition::Placement => f.write_str("placement"),
-            Condition::Update => f.write_str("update"),
             Condition::TemplateAnnotation(key) => write!(f, "template_annotation:{key}"),
             Condition::Param(name) => write!(f, "params.{name}"),
+            named => {
+                let name = NAMED
+                    .iter()
+                    .find(|(_, c)| c == named)
+                    .map(|(name, _)| *name);
+                f.write_str(name.unwrap_or("?"))
+            }
         }
     }
 }
