@@ -18,7 +18,7 @@ use super::applicability::{self, Applicability, Facts, Resolved};
 use super::error::LoadError;
 use super::load::{PolicySources, RegoFile};
 use super::params::Action;
-use super::vm::VmProgram;
+use super::vm::{GatheredRule, VmProgram};
 use crate::cluster::ClusterHandle;
 use crate::trainer::RuntimeCatalog;
 
@@ -221,12 +221,17 @@ impl PolicySet {
             })?;
         let rules = output_rules(&policies);
         let paths: Vec<&str> = rules.iter().map(|r| r.path.as_str()).collect();
-        let groups: Vec<Vec<(usize, &str)>> = Group::ALL
+        // Only the rules of policies with `applies_when` can be skipped, so only they are
+        // compiled behind a skip guard (each guard costs the VM about 1.6 K instructions).
+        let groups: Vec<Vec<GatheredRule>> = Group::ALL
             .iter()
             .map(|group| {
                 group
                     .rules(&rules)
-                    .map(|r| (r.index, r.path.as_str()))
+                    .map(|r| GatheredRule {
+                        path: r.path.as_str(),
+                        guard: policies[r.policy].applies_when.is_some().then_some(r.index),
+                    })
                     .collect()
             })
             .collect();

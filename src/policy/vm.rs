@@ -56,11 +56,19 @@ const GUARDS_PER_CHUNK: usize = 8;
 /// [`super::applicability`]); absent when it skips none.
 pub const SKIP_KEY: &str = "gangplank_skip";
 
+/// One rule of a gathered group: its full `data....` path, and the index the request's skip
+/// set names it by, if it can be skipped at all (its policy has `applies_when`).
+#[derive(Debug, Clone, Copy)]
+pub struct GatheredRule<'a> {
+    pub path: &'a str,
+    pub guard: Option<usize>,
+}
+
 /// `all := [count([x | some x in <rule>]), ...]` over every output rule, and one gathered
 /// rule per group: `g0 := [g0_0, g0_1, ...]` with `g0_1 := [v | not
-/// data.gangplank_skip[<index>]; v := <rule>]` for each rule of the group. The root is
-/// referenced, never run.
-fn root_module(rules: &[&str], groups: &[Vec<(usize, &str)>]) -> String {
+/// data.gangplank_skip[<index>]; v := <rule>]` for each rule of the group that can be
+/// skipped, `[v | v := <rule>]` for the others. The root is referenced, never run.
+fn root_module(rules: &[&str], groups: &[Vec<GatheredRule>]) -> String {
     let mut refs: Vec<String> = rules
         .iter()
         .map(|r| format!("  count([x | some x in {r}])"))
@@ -75,7 +83,10 @@ fn root_module(rules: &[&str], groups: &[Vec<(usize, &str)>]) -> String {
         for (c, chunk) in group.chunks(GUARDS_PER_CHUNK).enumerate() {
             let items: Vec<String> = chunk
                 .iter()
-                .map(|(i, r)| format!("  [v | not data.{SKIP_KEY}[{i}]; v := {r}]"))
+                .map(|GatheredRule { path, guard }| match guard {
+                    Some(i) => format!("  [v | not data.{SKIP_KEY}[{i}]; v := {path}]"),
+                    None => format!("  [v | v := {path}]"),
+                })
                 .collect();
             gathered.push_str(&format!("\ng{g}_{c} := [\n{}\n]\n", items.join(",\n")));
             chunks.push(format!("g{g}_{c}"));
@@ -112,7 +123,7 @@ impl VmProgram {
     pub fn compile_rules(
         engine: &mut Engine,
         rules: &[&str],
-        groups: &[Vec<(usize, &str)>],
+        groups: &[Vec<GatheredRule>],
     ) -> Result<VmProgram, String> {
         let mut with_root = engine.clone();
         with_root
