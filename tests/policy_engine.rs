@@ -367,6 +367,35 @@ fn a_policy_whose_kinds_exclude_the_job_is_skipped_and_says_why() {
 }
 
 #[test]
+fn requests_that_skip_the_same_rules_share_one_program_of_their_own() {
+    let mpi_only = annotated("# custom:\n#   applies_when:\n#     kinds: [MPIJob]\n");
+    let always = GOOD
+        .replace("policies.backoff", "policies.always")
+        .replace("params.backoff", "params.always");
+    let dir = dir_with(&[("backoff.rego", &mpi_only), ("always.rego", &always)]);
+    let set = load(dir.path()).expect("loads");
+    assert_eq!(set.class_programs(), 0);
+    // Mutation and validation of a PyTorchJob skip the same rules: one class, compiled on
+    // the first review and run again on the second, with the answer of the guarded program.
+    for _ in 0..2 {
+        let d = reviewed(&set, job(Some(50)));
+        assert_eq!(set.class_programs(), 1);
+        let policies: Vec<&str> = d.violations.iter().map(|v| v.policy.as_str()).collect();
+        assert_eq!(policies, ["always"], "{d:?}");
+        let reference = reviewed(&set.without_index(), job(Some(50)));
+        assert_eq!(reference.violations.len(), 2, "{reference:?}");
+    }
+    let d = reviewed(&set, job(None));
+    assert_eq!(set.class_programs(), 1);
+    assert_eq!(d.patch, reviewed(&set.without_index(), job(None)).patch);
+    // A set whose rules are never skipped compiles no class.
+    let dir = dir_with(&[("always.rego", &always)]);
+    let set = load(dir.path()).expect("loads");
+    reviewed(&set, job(Some(50)));
+    assert_eq!(set.class_programs(), 0);
+}
+
+#[test]
 fn a_policy_whose_kinds_include_the_job_runs() {
     let text = annotated("# custom:\n#   applies_when:\n#     kinds: [MPIJob, PyTorchJob]\n");
     let dir = dir_with(&[("backoff.rego", &text)]);

@@ -127,7 +127,8 @@ impl PolicySet {
     }
 
     /// Runs `rules`, compiled as `group`, in one VM execution, passing over those in
-    /// `skipped` (their output is undefined). A failure is attributed to its rule by
+    /// `skipped` (their output is undefined): on the program of the request's class when
+    /// there is one (see [`super::classes`]), else on `program` behind its skip guards. A failure is attributed to its rule by
     /// running the rules one by one, unless a limit stopped the run: that message already
     /// names the policy file and line it was in, and running the culprit again would only
     /// double the time the request waits.
@@ -140,19 +141,21 @@ impl PolicySet {
         cluster: Option<RegoValue>,
         skipped: &[usize],
     ) -> Result<Vec<(&'a RuleRef, Value)>, EvalError> {
-        let skip = (!skipped.is_empty()).then(|| {
-            RegoValue::from(
-                skipped
-                    .iter()
-                    .map(|i| RegoValue::from(*i as u64))
-                    .collect::<std::collections::BTreeSet<_>>(),
-            )
-        });
+        // The class's own program gathers only the rules it runs; without one (the cache is
+        // full, or it did not compile) the set's program passes over the skipped rules.
+        let class = match skipped {
+            [] => None,
+            _ => self.classes.program(&self.engine, &self.rules, skipped),
+        };
+        let (program, gathered, skip) = match &class {
+            Some(class) => (class.as_ref(), unskipped(rules, skipped), None),
+            None => (program, rules.to_vec(), skip_set(skipped)),
+        };
         let mut vm = program
             .vm(input, cluster.as_ref(), skip)
             .map_err(vm_failed)?;
-        match vm.run_group(group.index(), rules.len()) {
-            Ok(values) => Ok(rules
+        match vm.run_group(group.index(), gathered.len()) {
+            Ok(values) => Ok(gathered
                 .iter()
                 .zip(&values)
                 .filter(|(rule, _)| !skipped.contains(&rule.index))
@@ -217,6 +220,18 @@ impl PolicySet {
         }
         Ok(out)
     }
+}
+
+/// `data.gangplank_skip` for the guarded program: the skipped rule indices, if any.
+fn skip_set(skipped: &[usize]) -> Option<RegoValue> {
+    (!skipped.is_empty()).then(|| {
+        RegoValue::from(
+            skipped
+                .iter()
+                .map(|i| RegoValue::from(*i as u64))
+                .collect::<std::collections::BTreeSet<_>>(),
+        )
+    })
 }
 
 /// `rules` less those whose index is in `skipped`.

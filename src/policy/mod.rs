@@ -9,6 +9,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod applicability;
+pub mod classes;
 pub mod error;
 pub mod eval;
 pub mod intent;

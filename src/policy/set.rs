@@ -15,6 +15,7 @@ use regorus::{Engine, Value as RegoValue};
 use serde_json::{json, Map, Value};
 
 use super::applicability::{self, Applicability, Facts, Resolved};
+use super::classes::ClassPrograms;
 use super::error::LoadError;
 use super::load::{PolicySources, RegoFile};
 use super::params::Action;
@@ -142,6 +143,8 @@ pub struct PolicySet {
     /// Whether policies whose `applies_when` is false are skipped (see
     /// [`super::applicability`]); off with `GANGPLANK_INDEX=off`.
     pub(super) index: bool,
+    /// The programs of the classes of requests seen so far (see [`super::classes`]).
+    pub(super) classes: ClassPrograms,
 }
 
 impl PolicySet {
@@ -230,7 +233,10 @@ impl PolicySet {
                     .rules(&rules)
                     .map(|r| GatheredRule {
                         path: r.path.as_str(),
-                        guard: policies[r.policy].applies_when.is_some().then_some(r.index),
+                        guard: policies
+                            .get(r.policy)
+                            .is_none_or(|p| p.applies_when.is_some())
+                            .then_some(r.index),
                     })
                     .collect()
             })
@@ -254,6 +260,7 @@ impl PolicySet {
             cluster: ClusterHandle::default(),
             runtimes: RuntimeCatalog::default(),
             index: !applicability::index_disabled(),
+            classes: ClassPrograms::default(),
         };
         set.smoke_test()?;
         Ok(set)
@@ -323,6 +330,12 @@ impl PolicySet {
     /// Whether policies that cannot apply to a request are skipped.
     pub fn index_enabled(&self) -> bool {
         self.index
+    }
+
+    /// How many classes of requests (sets of skipped rules) have a program of their own
+    /// (see [`super::classes`]).
+    pub fn class_programs(&self) -> usize {
+        self.classes.len()
     }
 
     /// The policies the index skips for `input` (a Rego input document), each with why:

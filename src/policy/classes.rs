@@ -1,0 +1,109 @@
+//! One gathered program per applicability class: the set of rules a request skips.
+//!
+//! The set's own program gathers every output rule behind a skip guard (see
+//! [`super::vm`]); a request that skips rules still pays for each guard and for entering
+//! the skipped rules' comprehensions, about 4 % of a review of the 1 + 8 job with no cluster
+//! inventory (BENCHMARKS.md "Evaluating only what applies, once"). So the first request of
+//! each class compiles a program that gathers only the rules it runs, and later requests of
+//! the class run that one. A class is compiled once per policy load (a reload starts a new
+//! set, with an empty cache); the cache holds at most [`MAX_CLASSES`] classes, past which
+//! requests run the guarded program, which gives the same answers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use regorus::Engine;
+
+use super::set::{Group, RuleRef};
+use super::vm::{GatheredRule, VmProgram};
+
+/// Classes compiled per policy load. A class is a combination of kinds and facts, so a
+/// cluster sees a handful; the bound keeps a stream of unusual requests from compiling
+/// (about 50 ms each) and holding programs without end.
+pub const MAX_CLASSES: usize = 32;
+
+/// The class programs of one policy set, shared by its clones.
+#[derive(Debug, Clone, Default)]
+pub struct ClassPrograms {
+    /// Skipped rule indices (sorted) → the class's program, or why there is none yet.
+    compiled: Arc<Mutex<HashMap<Vec<usize>, Class>>>,
+}
+
+#[derive(Debug, Clone)]
+enum Class {
+    /// A request of the class is compiling its program; the others do not wait for it.
+    Compiling,
+    /// The program, or `None` when the class did not compile.
+    Ready(Option<Arc<VmProgram>>),
+}
+
+impl ClassPrograms {
+    /// The program of the class that skips `skipped` (sorted rule indices), compiled now if
+    /// the class is new and the cache has room; `None`: run the guarded program. Only the
+    /// first request of a class compiles (about 50 ms); requests of the class that arrive
+    /// meanwhile run the guarded program rather than wait or compile it again.
+    pub fn program(
+        &self,
+        engine: &Engine,
+        rules: &[RuleRef],
+        skipped: &[usize],
+    ) -> Option<Arc<VmProgram>> {
+        {
+            let mut compiled = self.lock();
+            match compiled.get(skipped) {
+                Some(Class::Ready(program)) => return program.clone(),
+                Some(Class::Compiling) => return None,
+                None if compiled.len() >= MAX_CLASSES => return None,
+                None => compiled.insert(skipped.to_vec(), Class::Compiling),
+            };
+        }
+        let program = compile(engine, rules, skipped);
+        self.lock()
+            .insert(skipped.to_vec(), Class::Ready(program.clone()));
+        program
+    }
+
+    /// How many classes have a program (or were found not to compile).
+    pub fn len(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|c| matches!(c, Class::Ready(_)))
+            .count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<usize>, Class>> {
+        // A panic while holding the lock leaves a map that is still whole.
+        self.compiled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A program whose gathered groups hold the rules not in `skipped`, unguarded, and no
+/// entry point per rule (a failure is attributed on the set's own program).
+fn compile(engine: &Engine, rules: &[RuleRef], skipped: &[usize]) -> Option<Arc<VmProgram>> {
+    let groups: Vec<Vec<GatheredRule>> = Group::ALL
+        .iter()
+        .map(|group| {
+            group
+                .rules(rules)
+                .filter(|r| !skipped.contains(&r.index))
+                .map(|r| GatheredRule {
+                    path: r.path.as_str(),
+                    guard: None,
+                })
+                .collect()
+        })
+        .collect();
+    match VmProgram::compile_rules(&mut engine.clone(), &[], &groups) {
+        Ok(program) => Some(Arc::new(program)),
+        Err(why) => {
+            tracing::warn!(reason = %why, "a class of requests runs the guarded program: its own did not compile");
+            None
+        }
+    }
+}
