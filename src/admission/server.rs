@@ -8,8 +8,8 @@
 //! refused policy edit or certificate), `GET /metrics` (Prometheus text).
 //!
 //! # Guarantees
-//! - A body over [`Config::max_body_bytes`] is not kept past the limit (only its first
-//!   bytes, for its uid) and is answered with HTTP 200 and an AdmissionReview that refuses
+//! - A body over [`Config::max_body_bytes`] is not kept past the limit (what follows is only
+//!   searched for its uid, in constant memory: [`super::uid`]) and is answered with HTTP 200 and an AdmissionReview that refuses
 //!   it and says by how much it is over and which flag sets the limit: the apiserver shows
 //!   that message, where a bare 413 would reach the user as "failed calling webhook".
 //! - At most [`Config::review_bytes_in_flight`] of reviews are judged at once (a larger one
@@ -61,8 +61,9 @@ use super::connections::{Activity, Connections};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
 use super::reload::{PolicyStatus, PolicyStore};
-use super::review::{self, Verdict};
+use super::review::Verdict;
 use super::tls::{ServingCert, TlsStatus};
+use super::uid;
 
 /// 16 MiB: the largest AdmissionReview the apiserver can send, rounded up. The apiserver
 /// takes request bodies of up to 3 MiB (`MaxRequestBodyBytes`), so a submitted object has
@@ -288,7 +289,9 @@ fn wait_text(wait: Duration) -> String {
 /// (large ones, together over [`Config::review_bytes_in_flight`]) within
 /// [`Config::review_budget_wait`].
 fn busy(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
-    let uid = review::uid_in_prefix(body.get(..body::PREFIX_KEPT).unwrap_or(body));
+    // The whole body is here: its uid is found wherever it is (for the apiserver's reviews,
+    // in the first few hundred bytes, where the search ends).
+    let uid = uid::uid_in(body);
     let message = format!(
         "gangplank is judging other large reviews ({} at once at most) and this one ({} bytes) found no room within {}, so it is refused; retry",
         size_text(usize::try_from(s.budget_kib).unwrap_or(usize::MAX).saturating_mul(1024)),
@@ -311,27 +314,27 @@ fn busy(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
         .into_response()
 }
 
-/// An AdmissionReview refusing a review over the limit, with its uid when its first bytes
-/// hold it (the apiserver requires the answer's uid to be the request's; without it the
-/// apiserver reports the answer as invalid, and the message is in gangplank's log only).
+/// An AdmissionReview refusing a review over the limit, with its uid when the bytes read hold
+/// it (the apiserver requires the answer's uid to be the request's; without it the apiserver
+/// reports the answer as invalid, and the message is in gangplank's log only).
 fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     let over = body.bytes.saturating_sub(limit_bytes);
     let at_least = if body.whole { "" } else { "at least " };
-    let uid = review::uid_in_prefix(&body.prefix);
+    let uid = body.uid.as_deref();
     let mut message = format!(
         "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
         body.bytes
     );
     if uid.is_none() {
         message.push_str(&format!(
-            "; no request.uid in its first {} bytes, so this answer cannot name the request",
-            body.prefix.len()
+            "; no request.uid in the {} bytes read, so this answer cannot name the request",
+            body.read
         ));
     }
     warn!(
         endpoint = endpoint.as_str(),
-        uid = uid.as_deref().unwrap_or_default(),
+        uid = uid.unwrap_or_default(),
         bytes = body.bytes,
         limit,
         decision = "invalid",
@@ -341,7 +344,7 @@ fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
-        verdict.encode(uid.as_deref().unwrap_or_default()),
+        verdict.encode(uid.unwrap_or_default()),
     )
         .into_response()
 }
