@@ -3,6 +3,7 @@
 //! - [`server`]: routes, the TLS accept loop, graceful shutdown ([`server::Server`]).
 //! - [`handler`]: `/mutate` and `/validate`: decode, evaluate (bounded), encode.
 //! - [`review`]: AdmissionReview v1 in and out.
+//! - [`uid`]: `request.uid` of a review that is not parsed whole (over the body limit).
 //! - [`verdict`]: a decision as `/validate` answers it, warnings within Kubernetes' limits.
 //! - [`reload`]: the serving policy set and its hot reload.
 //! - [`tls`]: the serving certificate and its hot reload.
@@ -21,6 +22,7 @@ pub mod reload;
 pub mod review;
 pub mod server;
 pub mod tls;
+pub mod uid;
 pub mod verdict;
 
 pub use metrics::Metrics;

@@ -69,85 +69,6 @@ pub fn parse(body: &[u8]) -> Result<Review, BadReview> {
     Ok(Review { value, uid })
 }
 
-/// The `request.uid` of an AdmissionReview read from the first bytes of its body, for
-/// answering a review that is not read whole (over the size limit). The apiserver writes
-/// `request.uid` before anything else of the request (Go encodes struct fields in order, and
-/// `UID` is `AdmissionRequest`'s first), so a few hundred bytes hold it.
-///
-/// Only a string at exactly `request.uid` of the top-level object counts; a `uid` elsewhere
-/// (the object's own `metadata.uid`, an owner reference) does not. `None` when the prefix
-/// ends before one, or is not JSON as far as it goes.
-pub fn uid_in_prefix(prefix: &[u8]) -> Option<String> {
-    /// One open container; for objects, the key whose value is being read.
-    enum Open<'a> {
-        Object {
-            key: Option<&'a [u8]>,
-            want_key: bool,
-        },
-        Array,
-    }
-    let key_is = |open: Option<&Open>, name: &[u8]| matches!(open, Some(Open::Object { key: Some(k), want_key: false }) if *k == name);
-    let mut stack: Vec<Open> = Vec::new();
-    let mut i = 0;
-    while let Some(&b) = prefix.get(i) {
-        match b {
-            b'{' => stack.push(Open::Object {
-                key: None,
-                want_key: true,
-            }),
-            b'[' => stack.push(Open::Array),
-            b'}' | b']' => {
-                stack.pop()?;
-            }
-            b',' => {
-                if let Some(Open::Object { want_key, .. }) = stack.last_mut() {
-                    *want_key = true;
-                }
-            }
-            b':' => {
-                if let Some(Open::Object { want_key, .. }) = stack.last_mut() {
-                    *want_key = false;
-                }
-            }
-            b'"' => {
-                let end = string_end(prefix, i)?;
-                let raw = prefix.get(i..=end)?;
-                let at_uid = stack.len() == 2
-                    && key_is(stack.first(), b"request")
-                    && key_is(stack.get(1), b"uid");
-                match stack.last_mut() {
-                    Some(Open::Object {
-                        key,
-                        want_key: true,
-                    }) => *key = raw.get(1..raw.len() - 1),
-                    _ if at_uid => {
-                        return serde_json::from_slice::<String>(raw)
-                            .ok()
-                            .filter(|uid| !uid.is_empty());
-                    }
-                    _ => {}
-                }
-                i = end;
-            }
-            _ => {} // whitespace, numbers, true, false, null
-        }
-        i += 1;
-    }
-    None
-}
-
-/// Index of the quote that closes the string opening at `start`, if the prefix holds it.
-fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    loop {
-        match bytes.get(i)? {
-            b'\\' => i += 2,
-            b'"' => return Some(i),
-            _ => i += 1,
-        }
-    }
-}
-
 /// `metav1.Status` of a refusal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
@@ -273,47 +194,6 @@ mod tests {
         for (body, needle) in cases {
             let message = parse(body).expect_err("refused").to_string();
             assert!(message.contains(needle), "{message:?} lacks {needle:?}");
-        }
-    }
-
-    #[test]
-    fn the_uid_is_read_from_a_prefix_of_the_review() {
-        let full = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","kind":{"group":"kubeflow.org","version":"v1","kind":"PyTorchJob"},"object":{"metadata":{"uid":"not-this"}"#;
-        assert_eq!(
-            uid_in_prefix(full).as_deref(),
-            Some("705ab4f5-6393-11e8-b7cc-42010a800002")
-        );
-        // Cut anywhere before the uid's closing quote: not found.
-        let cut = full
-            .windows(4)
-            .position(|w| w == b"6393")
-            .expect("uid in the text");
-        assert_eq!(uid_in_prefix(full.get(..cut).expect("prefix")), None);
-    }
-
-    #[test]
-    fn only_request_uid_counts_as_the_uid() {
-        let cases: [(&[u8], Option<&str>); 6] = [
-            (
-                br#"{"request":{"object":{"uid":"inner"},"uid":"outer"}}"#,
-                Some("outer"),
-            ),
-            (br#"{"uid":"top","request":{"uid":"r"}}"#, Some("r")),
-            (br#"{"response":{"uid":"x"}}"#, None),
-            (
-                br#"{"request":{"names":["uid","x"],"uid":"a\"b"}}"#,
-                Some("a\"b"),
-            ),
-            (br#"{"request":{"uid":""}}"#, None),
-            (br#"{"request":{"uid":7}}"#, None),
-        ];
-        for (body, want) in cases {
-            assert_eq!(
-                uid_in_prefix(body).as_deref(),
-                want,
-                "{}",
-                String::from_utf8_lossy(body)
-            );
         }
     }
 

@@ -8,13 +8,14 @@
 //! refused policy edit or certificate), `GET /metrics` (Prometheus text).
 //!
 //! # Guarantees
-//! - A body over [`Config::max_body_bytes`] is not kept past the limit (only its first
-//!   bytes, for its uid) and is answered with HTTP 200 and an AdmissionReview that refuses
+//! - A body over [`Config::max_body_bytes`] is not kept past the limit (what follows is only
+//!   searched for its uid, in constant memory: [`super::uid`]) and is answered with HTTP 200 and an AdmissionReview that refuses
 //!   it and says by how much it is over and which flag sets the limit: the apiserver shows
 //!   that message, where a bare 413 would reach the user as "failed calling webhook".
-//! - At most [`REVIEW_BYTES_IN_FLIGHT`] of reviews are judged at once (a larger one alone),
-//!   so that large reviews arriving together cannot take the Pod past its memory limit; a
-//!   review that finds no room within [`REVIEW_BUDGET_WAIT`] is refused with a message.
+//! - At most [`Config::review_bytes_in_flight`] of reviews are judged at once (a larger one
+//!   alone), so that large reviews arriving together cannot take the Pod past its memory
+//!   limit; a review that finds no room within [`Config::review_budget_wait`] is answered
+//!   with HTTP 200 and an AdmissionReview that refuses it (code 429) and says why.
 //! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
 //!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
 //! - At most [`Config::max_connections`] connections are open: at the bound a new one closes
@@ -60,8 +61,9 @@ use super::connections::{Activity, Connections};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
 use super::reload::{PolicyStatus, PolicyStore};
-use super::review::{self, Verdict};
+use super::review::Verdict;
 use super::tls::{ServingCert, TlsStatus};
+use super::uid;
 
 /// 16 MiB: the largest AdmissionReview the apiserver can send, rounded up. The apiserver
 /// takes request bodies of up to 3 MiB (`MaxRequestBodyBytes`), so a submitted object has
@@ -78,10 +80,10 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// managedFields: +53 MiB; RELIABILITY.md "Large reviews"), so 8 MiB of reviews in flight is
 /// ~100 MiB at most. Reviews of the usual size (1–50 KiB) never wait on it: hundreds fit at
 /// once. A review larger than the budget takes all of it and is judged alone.
-pub const REVIEW_BYTES_IN_FLIGHT: usize = 8 * 1024 * 1024;
-/// Longest a review waits for room in [`REVIEW_BYTES_IN_FLIGHT`]; then it is refused (429),
-/// well before the webhook's 5 s timeout.
-pub const REVIEW_BUDGET_WAIT: Duration = Duration::from_secs(2);
+pub const DEFAULT_REVIEW_BYTES_IN_FLIGHT: usize = 8 * 1024 * 1024;
+/// Longest a review waits for room in [`DEFAULT_REVIEW_BYTES_IN_FLIGHT`]; then it is refused
+/// (429), well before the webhook's 5 s timeout.
+pub const DEFAULT_REVIEW_BUDGET_WAIT: Duration = Duration::from_secs(2);
 /// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -105,6 +107,12 @@ pub struct Config {
     pub shutdown_delay: Duration,
     /// Open connections at most; at the bound a new one closes the least recently active.
     pub max_connections: usize,
+    /// Bytes of reviews judged at once ([`DEFAULT_REVIEW_BYTES_IN_FLIGHT`]), counted in KiB
+    /// (at least one); a review larger than this takes all of it and is judged alone.
+    pub review_bytes_in_flight: usize,
+    /// Longest a review waits for room in `review_bytes_in_flight` before it is refused
+    /// (429) ([`DEFAULT_REVIEW_BUDGET_WAIT`]). Zero: refused at once when there is no room.
+    pub review_budget_wait: Duration,
     /// Image digest pinning: resolver, cache, credentials (used when params.yaml turns
     /// `imageResolution` on).
     pub images: Arc<crate::images::Pinner>,
@@ -117,8 +125,11 @@ pub struct Shared {
     cert: Arc<ServingCert>,
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
-    /// [`REVIEW_BYTES_IN_FLIGHT`] as KiB permits.
+    /// [`Config::review_bytes_in_flight`] as KiB permits.
     review_budget: Arc<tokio::sync::Semaphore>,
+    /// Permits of `review_budget` in all: what the largest review takes.
+    budget_kib: u32,
+    review_budget_wait: Duration,
     /// True while the listener accepts connections.
     serving: AtomicBool,
 }
@@ -130,6 +141,7 @@ impl Shared {
         cert: Arc<ServingCert>,
         metrics: Arc<Metrics>,
     ) -> Arc<Shared> {
+        let budget_kib = budget_kib(config.review_bytes_in_flight);
         Arc::new(Shared {
             admission: Context::new(
                 policies,
@@ -140,7 +152,9 @@ impl Shared {
             cert,
             metrics,
             max_body_bytes: config.max_body_bytes,
-            review_budget: Arc::new(tokio::sync::Semaphore::new(BUDGET_KIB as usize)),
+            review_budget: Arc::new(tokio::sync::Semaphore::new(budget_kib as usize)),
+            budget_kib,
+            review_budget_wait: config.review_budget_wait,
             serving: AtomicBool::new(false),
         })
     }
@@ -208,9 +222,11 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
         }
     };
     // Held until the answer is encoded: what judging the review holds is freed by then.
-    let permits = kib(body.len());
+    let permits = kib(body.len(), s.budget_kib);
     let budget = s.review_budget.clone().acquire_many_owned(permits);
-    let _budget = match tokio::time::timeout(REVIEW_BUDGET_WAIT, budget).await {
+    // `timeout` polls the acquisition before its timer: with a zero wait a review that
+    // finds room is still judged.
+    let _budget = match tokio::time::timeout(s.review_budget_wait, budget).await {
         Ok(Ok(permit)) => permit,
         _ => {
             s.metrics.request(
@@ -219,7 +235,7 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
                 m::Decision::Failed,
                 started.elapsed().as_secs_f64(),
             );
-            return busy(endpoint, &body);
+            return busy(s, endpoint, &body);
         }
     };
     let answer = handler::admit(&s.admission, endpoint, &body).await;
@@ -233,25 +249,54 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
 }
 
-/// [`REVIEW_BYTES_IN_FLIGHT`] in KiB.
-const BUDGET_KIB: u32 = (REVIEW_BYTES_IN_FLIGHT / 1024) as u32;
+/// The budget's permits: `bytes` in KiB, at least one; at most what tokio's semaphore holds
+/// (`u32` permits are far more than memory: 4 TiB).
+fn budget_kib(bytes: usize) -> u32 {
+    u32::try_from(bytes / 1024).unwrap_or(u32::MAX).clamp(
+        1,
+        u32::try_from(tokio::sync::Semaphore::MAX_PERMITS).unwrap_or(u32::MAX),
+    )
+}
 
 /// The permits a review of `len` bytes takes: its KiB, at least one, at most the budget.
-fn kib(len: usize) -> u32 {
+fn kib(len: usize, budget_kib: u32) -> u32 {
     u32::try_from(len.div_ceil(1024))
         .unwrap_or(u32::MAX)
-        .clamp(1, BUDGET_KIB)
+        .clamp(1, budget_kib)
+}
+
+/// `bytes` as people read it: `8 MiB`, `64 KiB`, `1000 bytes`.
+fn size_text(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        0 => "0 bytes".to_string(),
+        b if b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// `2 s`, `500 ms`.
+fn wait_text(wait: Duration) -> String {
+    match wait.subsec_millis() {
+        0 => format!("{} s", wait.as_secs()),
+        _ => format!("{} ms", wait.as_millis()),
+    }
 }
 
 /// An AdmissionReview refusing a review that found no room among the reviews being judged
-/// (large ones, together over [`REVIEW_BYTES_IN_FLIGHT`]) within [`REVIEW_BUDGET_WAIT`].
-fn busy(endpoint: Endpoint, body: &[u8]) -> Response {
-    let uid = review::uid_in_prefix(body.get(..body::PREFIX_KEPT).unwrap_or(body));
+/// (large ones, together over [`Config::review_bytes_in_flight`]) within
+/// [`Config::review_budget_wait`].
+fn busy(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
+    // The whole body is here: its uid is found wherever it is (for the apiserver's reviews,
+    // in the first few hundred bytes, where the search ends).
+    let uid = uid::uid_in(body);
     let message = format!(
-        "gangplank is judging other large reviews ({} MiB at once at most) and this one ({} bytes) found no room within {} s, so it is refused; retry",
-        REVIEW_BYTES_IN_FLIGHT / (1024 * 1024),
+        "gangplank is judging other large reviews ({} at once at most) and this one ({} bytes) found no room within {}, so it is refused; retry",
+        size_text(usize::try_from(s.budget_kib).unwrap_or(usize::MAX).saturating_mul(1024)),
         body.len(),
-        REVIEW_BUDGET_WAIT.as_secs()
+        wait_text(s.review_budget_wait)
     );
     warn!(
         endpoint = endpoint.as_str(),
@@ -269,27 +314,27 @@ fn busy(endpoint: Endpoint, body: &[u8]) -> Response {
         .into_response()
 }
 
-/// An AdmissionReview refusing a review over the limit, with its uid when its first bytes
-/// hold it (the apiserver requires the answer's uid to be the request's; without it the
-/// apiserver reports the answer as invalid, and the message is in gangplank's log only).
+/// An AdmissionReview refusing a review over the limit, with its uid when the bytes read hold
+/// it (the apiserver requires the answer's uid to be the request's; without it the apiserver
+/// reports the answer as invalid, and the message is in gangplank's log only).
 fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     let over = body.bytes.saturating_sub(limit_bytes);
     let at_least = if body.whole { "" } else { "at least " };
-    let uid = review::uid_in_prefix(&body.prefix);
+    let uid = body.uid.as_deref();
     let mut message = format!(
         "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
         body.bytes
     );
     if uid.is_none() {
         message.push_str(&format!(
-            "; no request.uid in its first {} bytes, so this answer cannot name the request",
-            body.prefix.len()
+            "; no request.uid in the {} bytes read, so this answer cannot name the request",
+            body.read
         ));
     }
     warn!(
         endpoint = endpoint.as_str(),
-        uid = uid.as_deref().unwrap_or_default(),
+        uid = uid.unwrap_or_default(),
         bytes = body.bytes,
         limit,
         decision = "invalid",
@@ -299,7 +344,7 @@ fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
-        verdict.encode(uid.as_deref().unwrap_or_default()),
+        verdict.encode(uid.unwrap_or_default()),
     )
         .into_response()
 }
@@ -566,9 +611,28 @@ mod tests {
 
     #[test]
     fn a_review_takes_its_kib_of_the_budget_at_least_one_at_most_all() {
-        assert_eq!(kib(0), 1);
-        assert_eq!(kib(1), 1);
-        assert_eq!(kib(11 * 1024 + 1), 12);
-        assert_eq!(kib(16 * 1024 * 1024), BUDGET_KIB);
+        let budget = budget_kib(DEFAULT_REVIEW_BYTES_IN_FLIGHT);
+        assert_eq!(budget, 8 * 1024);
+        assert_eq!(kib(0, budget), 1);
+        assert_eq!(kib(1, budget), 1);
+        assert_eq!(kib(11 * 1024 + 1, budget), 12);
+        assert_eq!(kib(16 * 1024 * 1024, budget), budget);
+    }
+
+    #[test]
+    fn a_budget_under_one_kib_is_one_permit() {
+        assert_eq!(budget_kib(0), 1);
+        assert_eq!(budget_kib(1023), 1);
+        assert_eq!(budget_kib(64 * 1024), 64);
+    }
+
+    #[test]
+    fn sizes_and_waits_read_as_written_in_flags() {
+        assert_eq!(size_text(8 * 1024 * 1024), "8 MiB");
+        assert_eq!(size_text(64 * 1024), "64 KiB");
+        assert_eq!(size_text(1000), "1000 bytes");
+        assert_eq!(wait_text(Duration::from_secs(2)), "2 s");
+        assert_eq!(wait_text(Duration::from_millis(250)), "250 ms");
+        assert_eq!(wait_text(Duration::ZERO), "0 s");
     }
 }

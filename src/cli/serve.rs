@@ -11,7 +11,9 @@ use tracing::{error, info, warn};
 
 use crate::admission::certs::{self, Bundle};
 use crate::admission::handler::Limits;
-use crate::admission::server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS};
+use crate::admission::server::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_REVIEW_BYTES_IN_FLIGHT,
+};
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
 use crate::cluster::ClusterHandle;
 use crate::duration::parse_duration;
@@ -61,6 +63,15 @@ pub struct ServeArgs {
     /// managedFields, and oldObject on UPDATE).
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, env = "GANGPLANK_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
+    /// Bytes of reviews judged at once, counted in KiB; a larger review is judged alone. Judging
+    /// takes 12–16 times a review's size in memory, so the default (8 MiB) holds ~100 MiB at
+    /// most; raise it with the Pod's memory limit (RELIABILITY.md, "Large reviews").
+    #[arg(long, default_value_t = DEFAULT_REVIEW_BYTES_IN_FLIGHT, env = "GANGPLANK_REVIEW_BYTES_IN_FLIGHT")]
+    pub review_bytes_in_flight: usize,
+    /// Longest a review waits for room among --review-bytes-in-flight before it is refused
+    /// with a message (code 429); keep it below the webhook's timeoutSeconds (5 s).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GANGPLANK_REVIEW_BUDGET_WAIT")]
+    pub review_budget_wait: Duration,
     /// How often the policy directory and certificate files are checked for changes.
     #[arg(long, default_value = "500ms", value_parser = parse_duration, env = "GANGPLANK_RELOAD_INTERVAL")]
     pub reload_interval: Duration,
@@ -140,6 +151,8 @@ impl ServeArgs {
             eval_timeout,
             max_evaluations,
             max_body_bytes,
+            review_bytes_in_flight,
+            review_budget_wait,
             reload_interval,
             shutdown_delay,
             max_connections,
@@ -211,6 +224,8 @@ impl ServeArgs {
             reload_interval,
             shutdown_delay,
             max_connections,
+            review_bytes_in_flight,
+            review_budget_wait,
             images,
         };
         let server = match Server::bind(config, Arc::new(store), cert, metrics).await {
@@ -349,5 +364,28 @@ pub(crate) async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => info!("Ctrl-C: shutting down"),
         () = term => info!("SIGTERM: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::admission::server::DEFAULT_REVIEW_BUDGET_WAIT;
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn the_review_budget_flags_default_to_the_servers_constants() {
+        let cli = Cli::try_parse_from(["gangplank", "serve"]);
+        let Ok(Cli {
+            command: Command::Serve(args),
+            ..
+        }) = cli
+        else {
+            panic!("`gangplank serve` parses: {cli:?}");
+        };
+        assert_eq!(args.review_bytes_in_flight, DEFAULT_REVIEW_BYTES_IN_FLIGHT);
+        assert_eq!(args.review_budget_wait, DEFAULT_REVIEW_BUDGET_WAIT);
     }
 }

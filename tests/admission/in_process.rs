@@ -33,6 +33,8 @@ fn shared() -> Arc<Shared> {
         reload_interval: Duration::from_secs(1),
         shutdown_delay: Duration::ZERO,
         max_connections: gangplank::admission::server::DEFAULT_MAX_CONNECTIONS,
+        review_bytes_in_flight: gangplank::admission::server::DEFAULT_REVIEW_BYTES_IN_FLIGHT,
+        review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
         images: Default::default(),
     };
     Shared::new(&config, store, cert, Arc::new(Metrics::new()))

@@ -11,6 +11,7 @@ mod limits;
 mod load;
 mod probes;
 mod reload;
+mod review_budget;
 mod rotation;
 mod support;
 mod webhooks;

@@ -49,6 +49,8 @@ async fn readyz_is_not_ready_until_tls_serves() {
         reload_interval: Duration::from_secs(1),
         shutdown_delay: Duration::ZERO,
         max_connections: gangplank::admission::server::DEFAULT_MAX_CONNECTIONS,
+        review_bytes_in_flight: gangplank::admission::server::DEFAULT_REVIEW_BYTES_IN_FLIGHT,
+        review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
         images: Default::default(),
     };
     let shared = Shared::new(&config, store, cert, Arc::new(Metrics::new()));

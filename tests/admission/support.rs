@@ -53,6 +53,8 @@ pub struct Options {
     pub shutdown_delay: Duration,
     pub max_connections: usize,
     pub max_body_bytes: usize,
+    pub review_bytes_in_flight: usize,
+    pub review_budget_wait: Duration,
 }
 
 impl Default for Options {
@@ -64,6 +66,8 @@ impl Default for Options {
             shutdown_delay: Duration::ZERO,
             max_connections: gangplank::admission::server::DEFAULT_MAX_CONNECTIONS,
             max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
+            review_bytes_in_flight: gangplank::admission::server::DEFAULT_REVIEW_BYTES_IN_FLIGHT,
+            review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
         }
     }
 }
@@ -125,6 +129,8 @@ impl TestServer {
             reload_interval: Duration::from_millis(100),
             shutdown_delay: opts.shutdown_delay,
             max_connections: opts.max_connections,
+            review_bytes_in_flight: opts.review_bytes_in_flight,
+            review_budget_wait: opts.review_budget_wait,
             images: Default::default(),
         };
         let server = Server::bind(config, store, cert, metrics.clone())

@@ -198,6 +198,16 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
     let with_controller = kustomize(overlay.path()).expect("kubectl is installed");
     let controller = find(&with_controller, "Deployment", "gangplank-controller");
     assert_eq!(controller["metadata"]["namespace"], NAMESPACE);
+    // Both processes keep the allocator's setting through the build.
+    for name in ["gangplank-webhook", "gangplank-controller"] {
+        let container = &find(&with_controller, "Deployment", name)["spec"]["template"]["spec"]
+            ["containers"][0];
+        assert_eq!(
+            crate::workload::allocator_thp(container),
+            Some("0"),
+            "{name}"
+        );
+    }
     let image = &controller["spec"]["template"]["spec"]["containers"][0]["image"];
     assert_eq!(image, &format!("gangplank:{}", env!("CARGO_PKG_VERSION")));
     assert_eq!(

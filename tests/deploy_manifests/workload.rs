@@ -1,4 +1,5 @@
-//! The server's workload: Deployment, PodDisruptionBudget, Service, ServiceAccount.
+//! The server's workload: Deployment, PodDisruptionBudget, Service, ServiceAccount; and the
+//! environment every Deployment of deploy/ (the controller's too) gives the allocator.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,6 +30,49 @@ fn deployment_runs_two_replicas_kept_apart_and_kept_available() {
     let pdb = manifests.one("PodDisruptionBudget");
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     assert_eq!(pdb["spec"]["selector"]["matchLabels"], *selector);
+}
+
+/// Transparent huge pages inflated RSS (RELIABILITY.md "Soak": 43 of 73 MiB of heap); the
+/// binary never asks for them, and `MIMALLOC_ALLOW_THP=0` also keeps them off on nodes whose
+/// THP mode is "always". Both processes are the same binary, so both Deployments carry it.
+#[test]
+fn every_deployment_turns_transparent_huge_pages_off_for_the_allocator() {
+    let manifests = Manifests::get();
+    let deployments = manifests.all("Deployment");
+    let names: BTreeSet<&str> = deployments
+        .iter()
+        .map(|d| d["metadata"]["name"].as_str().expect("Deployment name"))
+        .collect();
+    assert!(
+        names.is_superset(&BTreeSet::from([
+            "gangplank-webhook",
+            "gangplank-controller"
+        ])),
+        "the webhook's and the controller's Deployments are in deploy/: {names:?}"
+    );
+    for deployment in deployments {
+        let name = &deployment["metadata"]["name"];
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .expect("containers")
+        {
+            assert_eq!(
+                allocator_thp(container),
+                Some("0"),
+                "{name} container {}: env MIMALLOC_ALLOW_THP=\"0\"",
+                container["name"]
+            );
+        }
+    }
+}
+
+/// The value of `MIMALLOC_ALLOW_THP` in `container`'s env, if set there.
+pub fn allocator_thp(container: &Value) -> Option<&str> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == "MIMALLOC_ALLOW_THP")?["value"]
+        .as_str()
 }
 
 #[test]
