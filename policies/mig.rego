@@ -127,8 +127,20 @@ mutation contains intent if {
 
 # --- validation ---------------------------------------------------------------------------
 
-violation contains {"path": q.path, "msg": msg} if {
+# Most jobs ask for no MIG profile and have well-formed GPU requests: the findings are
+# grouped behind one cheap guard each, so that one body is entered for them, not one per
+# finding (a body costs the VM thousands of instructions even when its first test fails).
+violation contains f if {
 	profiles_requested
+	some f in profile_violations
+}
+
+violation contains f if {
+	resource_suspect
+	some f in resource_violations
+}
+
+profile_violations contains {"path": q.path, "msg": msg} if {
 	some r in input.job.replicas
 	q := profile(r)
 	q.from == "annotation"
@@ -136,8 +148,7 @@ violation contains {"path": q.path, "msg": msg} if {
 	msg := sprintf("MIG profile \"%s\" (annotation %s on %s) is not a known profile. Use one of: %s; or \"none\" for whole GPUs", [q.profile, annotation, r.type, known_list])
 }
 
-violation contains {"path": "", "msg": msg} if {
-	profiles_requested
+profile_violations contains {"path": "", "msg": msg} if {
 	some r in input.job.replicas
 	q := profile(r)
 	q.from == "default"
@@ -146,21 +157,7 @@ violation contains {"path": "", "msg": msg} if {
 	msg := sprintf("the cluster's default MIG profile \"%s\" (mig parameter defaultProfile) is not a known profile; ask the platform team to fix it, or annotate the templates with %s: none to use whole GPUs", [q.profile, annotation])
 }
 
-violation contains {"path": resource_path(c, g), "msg": msg} if {
-	some [r, c, what, g] in gpu_resources
-	startswith(g.name, "nvidia.com/mig-")
-	not g.name in known_resources
-	msg := sprintf("%s in %s \"%s\" (%s) is not the resource of any known MIG profile, so no node offers it and the pod would stay Pending. Use nvidia.com/mig-<profile> (\"+\" written as \".\") with one of: %s", [g.name, what, c.name, r.type, known_list])
-}
-
-violation contains {"path": concat("", [c.path, "/resources"]), "msg": msg} if {
-	some [r, c, what, _] in gpu_resources
-	c.migSlices > 1
-	msg := sprintf("%s \"%s\" (%s) asks for %v MIG slices; MIG slices have no NVLink/P2P or CUDA IPC between them, so NCCL across them falls back to shared memory or the network. Ask for one slice per container (nvidia.com/mig-<profile>: 1), or for whole GPUs", [what, c.name, r.type, c.migSlices])
-}
-
-violation contains {"path": resource_path(c, g), "msg": msg} if {
-	profiles_requested
+profile_violations contains {"path": resource_path(c, g), "msg": msg} if {
 	some [r, c, what, g] in gpu_resources
 	g.name == whole_gpu
 	n := count_of(g)
@@ -170,9 +167,43 @@ violation contains {"path": resource_path(c, g), "msg": msg} if {
 	msg := sprintf("%s \"%s\" (%s) asks for %v GPUs, but %s runs on MIG slices of profile %s and only single-GPU containers are translated: MIG slices have no NVLink/P2P, so a multi-GPU container cannot use them well. Ask for nvidia.com/gpu: 1, or set the template annotation %s: none to keep whole GPUs", [what, c.name, r.type, n, r.type, q.profile, annotation])
 }
 
+# [name, request, limit] of every GPU-like resource of every container and init container,
+# each once: usually one ([nvidia.com/gpu, 8, 8]), so the guard below tests one entry.
+resource_shapes := {[g.name, g.request, g.limit] |
+	some r in input.job.replicas
+	some c in array.concat(r.containers, r.initContainers)
+	some g in c.gpuResources
+}
+
+# Whether a resource finding below can hold: some resource is a MIG slice (a container with
+# more than one slice has one), or some request differs from its limit.
+resource_suspect if {
+	some [name, _, _] in resource_shapes
+	startswith(name, "nvidia.com/mig-")
+}
+
+resource_suspect if {
+	some [_, request, limit] in resource_shapes
+	request != null
+	request != limit
+}
+
+resource_violations contains {"path": resource_path(c, g), "msg": msg} if {
+	some [r, c, what, g] in gpu_resources
+	startswith(g.name, "nvidia.com/mig-")
+	not g.name in known_resources
+	msg := sprintf("%s in %s \"%s\" (%s) is not the resource of any known MIG profile, so no node offers it and the pod would stay Pending. Use nvidia.com/mig-<profile> (\"+\" written as \".\") with one of: %s", [g.name, what, c.name, r.type, known_list])
+}
+
+resource_violations contains {"path": concat("", [c.path, "/resources"]), "msg": msg} if {
+	some [r, c, what, _] in gpu_resources
+	c.migSlices > 1
+	msg := sprintf("%s \"%s\" (%s) asks for %v MIG slices; MIG slices have no NVLink/P2P or CUDA IPC between them, so NCCL across them falls back to shared memory or the network. Ask for one slice per container (nvidia.com/mig-<profile>: 1), or for whole GPUs", [what, c.name, r.type, c.migSlices])
+}
+
 # Extended resources: request == limit. One pass for both findings (the request differs
 # from the limit, or has none).
-violation contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
+resource_violations contains {"path": lib.ptrs(c.path, ["resources", "requests", g.name]), "msg": msg} if {
 	some [r, c, what, g] in gpu_resources
 	g.request != null
 	g.request != g.limit
