@@ -120,6 +120,9 @@ violation contains {"path": lib.ptr(c.path, "name"), "msg": msg} if {
 	some r in readable
 	count(r.initContainers) + count(r.containers) > 1
 	cs := array.concat(r.initContainers, r.containers)
+	# Cheap test first: fewer distinct names than containers (one pass) before comparing
+	# every pair.
+	count({c.name | some c in cs}) < count(cs)
 	some i, c in cs
 	c.name != ""
 	some j, other in cs
