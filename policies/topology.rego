@@ -99,10 +99,16 @@ mutation contains {"op": "default", "path": lib.ptrs(r.podSpecPath, ["nodeSelect
 
 # --- validation ---------------------------------------------------------------------------
 
+# Most jobs name no class: then one body is entered for the class findings, not one per
+# finding (a body costs the VM thousands of instructions even when its first test fails).
+violation contains f if {
+	class_named
+	some f in class_violations
+}
+
 # Classes named by annotations are checked on every replica (a typo is a typo); the default
 # class only matters where it would be applied.
-violation contains {"path": cls.path, "msg": msg} if {
-	class_named
+class_violations contains {"path": cls.path, "msg": msg} if {
 	some r in input.job.replicas
 	cls := class_of(r)
 	cls.path != ""
@@ -110,8 +116,7 @@ violation contains {"path": cls.path, "msg": msg} if {
 	msg := sprintf("GPU class \"%s\" (%s) is not defined; use one of %v, or remove the annotation", [cls.name, cls.from, sort(object.keys(params.gpuClasses))])
 }
 
-violation contains {"path": "", "msg": msg} if {
-	class_named
+class_violations contains {"path": "", "msg": msg} if {
 	not skipped
 	some r in gpu_replicas
 	cls := class_of(r)
@@ -122,16 +127,23 @@ violation contains {"path": "", "msg": msg} if {
 
 violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
 	label := params.productLabel
-	selected := [[r.type, v] | some r in gpu_replicas; v := r.nodeSelector[label]]
+	# The GPU replicas (gpu_replicas written out: no call) that select a product.
+	selected := [[r.type, v] | some r in input.job.replicas; r.gpusPerPod + r.migSlicesPerPod > 0; v := r.nodeSelector[label]]
+	# Cheap test first: two GPU replicas select a product at all.
+	count(selected) > 1
 	count({v | some [_, v] in selected}) > 1
 	listing := concat(", ", [sprintf("%s selects %s", [t, lib.shown(v)]) | some [t, v] in selected])
 	msg := sprintf("GPU replicas select different %s values (%s); a job on mixed GPU models runs at the pace of the slowest and may not fit its memory plan. Select one model for every GPU replica (or one gpu-class annotation on the job)", [label, listing])
 }
 
+warning contains f if {
+	class_named
+	some f in class_warnings
+}
+
 # A user's nodeSelector value wins over the class's; say so, since the class then does not
 # hold for that replica.
-warning contains {"path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "msg": msg} if {
-	class_named
+class_warnings contains {"path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "msg": msg} if {
 	not skipped
 	some r in gpu_replicas
 	cls := class_of(r)
@@ -143,8 +155,7 @@ warning contains {"path": lib.ptrs(r.podSpecPath, ["nodeSelector", key]), "msg":
 	msg := sprintf("nodeSelector %s: %s on %s overrides %s from GPU class \"%s\" (%s); remove it to get the class's nodes", [key, lib.shown(user), r.type, lib.shown(value), cls.name, cls.from])
 }
 
-warning contains {"path": cls.path, "msg": msg} if {
-	class_named
+class_warnings contains {"path": cls.path, "msg": msg} if {
 	skipped
 	some r in gpu_replicas
 	cls := class_of(r)
