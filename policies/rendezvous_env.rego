@@ -60,6 +60,9 @@ kind_env_names := {e.name | some e in kind_env}
 wanted := array.concat(kind_env, [e | some e in params.env; usable(e); not e.name in kind_env_names])
 
 mutation contains {"op": "merge", "path": concat("", [c.path, "/env"]), "value": missing} if {
+	# Guard first: with no env parameters (the default) nothing is wanted, and wanted need
+	# not be built. A comparison: it holds for parameters of any type.
+	[params.env, params.envByKind] != [[], {}]
 	count(wanted) > 0
 	some r in input.job.replicas
 	c := lib.default_container(r)
@@ -86,8 +89,9 @@ violation contains {"path": sprintf("%s/env/%d", [c.path, i]), "msg": msg} if {
 
 # The cheap first test: the owned variables among the env names of every container (JobView
 # envNames: each name once, however many containers set it). Listed names are looked up in
-# that list (a builtin, no call per name); only globs are matched name by name.
-owned_set := {n | some n in owned_strings; n in input.job.envNames} | {n |
+# that list (a builtin, no call per name; a non-string entry is in no list of names, so
+# owned_strings is not needed); only globs are matched name by name.
+owned_set := {n | some n in params.ownedEnv; n in input.job.envNames} | {n |
 	count(owned_globs) > 0
 	some n in input.job.envNames
 	owned(n)
