@@ -19,27 +19,27 @@ allowed := ["Never", "OnFailure"] if mpi_v2
 
 allowed := ["Always", "OnFailure", "Never", "ExitCode"] if not mpi_v2
 
-violation contains {"path": lib.ptr(r.path, "restartPolicy"), "msg": msg} if {
-	some r in input.job.replicas
-	value := declared(r)
-	value != null
-	not value in allowed
-	msg := sprintf("restartPolicy %s is not supported for %s %s pods; use one of %s%s", [lib.shown(value), lib.job_kind_label(input.job), r.type, concat(", ", allowed), hint(value)])
-}
-
 # The restartPolicy written on replica r; unset and "" mean the kind's default. JobView has
-# the declared strings; any other type (reported by structure too) is read as written.
-declared(r) := r.restartPolicy if {
+# the declared strings; any other type (reported by structure too) is read as written. Two
+# bodies rather than a call per replica: most replicas declare an allowed string, and the
+# first body stops for them without a call.
+violation contains {"path": lib.ptr(r.path, "restartPolicy"), "msg": refusal(r, value)} if {
+	some r in input.job.replicas
 	r.restartPolicySet
-	r.restartPolicy != ""
+	value := r.restartPolicy
+	not value in allowed
+	value != ""
 }
 
-declared(r) := value if {
+violation contains {"path": lib.ptr(r.path, "restartPolicy"), "msg": refusal(r, value)} if {
+	some r in input.job.replicas
 	not r.restartPolicySet
 	value := object.get(lib.replica_spec_of(r), "restartPolicy", null)
 	value != null
 	not is_string(value)
 }
+
+refusal(r, value) := sprintf("restartPolicy %s is not supported for %s %s pods; use one of %s%s", [lib.shown(value), lib.job_kind_label(input.job), r.type, concat(", ", allowed), hint(value)])
 
 # The allowed values by their lower-case spelling, for "did you mean".
 allowed_by_lower := {lower(a): a | some a in allowed}
