@@ -32,9 +32,16 @@ compared := [r |
 	not r.role in params.ignoredRoles
 ]
 
+# [GPUs, MIG slices] per pod of the compared replicas, each once: the test, in one pass over
+# the replicas; `compared` is built only for the message. Two shapes imply two replicas.
+shapes := {[r.gpusPerPod, r.migSlicesPerPod] |
+	some r in input.job.replicas
+	r.gpusPerPod + r.migSlicesPerPod > 0
+	not r.role in params.ignoredRoles
+}
+
 violation contains {"path": input.job.replicaSpecsPath, "msg": msg} if {
-	count(compared) > 1
-	count({[r.gpusPerPod, r.migSlicesPerPod] | some r in compared}) > 1
+	count(shapes) > 1
 	listing := concat(", ", [sprintf("%s %s × %v", [r.type, devices(r), plural(r.replicas, "pod")]) | some r in compared])
 	msg := sprintf("replicas that use GPUs ask for different GPUs per pod: %s. Data-parallel ranks step in lockstep, so the job would run at the pace of the smallest pods, and one nprocPerNode cannot fit them all; give every GPU replica the same nvidia.com/gpu (or nvidia.com/mig-*) limits", [listing])
 }
