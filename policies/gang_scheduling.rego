@@ -143,6 +143,9 @@ violation contains {"path": lib.ptrs("/metadata", ["annotations", topology_annot
 violation contains {"path": concat("", [r.podSpecPath, "/schedulerName"]), "msg": msg} if {
 	needs_scheduler
 	some r in input.job.replicas
+	# Cheap test first: a template naming a gang scheduler (the usual case, once the default
+	# is written) has no problem, and scheduler_problem is not called for it.
+	not r.schedulerName in gang_schedulers
 	msg := scheduler_problem(r)
 }
 
