@@ -116,8 +116,19 @@ warning contains {"path": "/spec/cleanPodPolicy", "msg": msg} if {
 	msg := sprintf("the legacy spec.cleanPodPolicy %s is ignored: the operator uses spec.runPolicy.cleanPodPolicy %s and overwrites the legacy field with it; remove spec.cleanPodPolicy", [lib.shown(legacy), lib.shown(current)])
 }
 
+# The count fields that hold a whole number ≥ 0, found without a call (the usual case: the
+# defaults written above); count_problem is called only for the others.
+valid_counts := {field |
+	some field in count_fields
+	v := run_policy[field]
+	is_number(v)
+	v >= 0
+	floor(v) == v
+}
+
 violation contains {"path": concat("/", [run_policy_path, field]), "msg": msg} if {
 	some field in count_fields
+	not field in valid_counts
 	v := run_policy[field]
 	v != null
 	msg := count_problem(field, v)
