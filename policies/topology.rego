@@ -72,7 +72,9 @@ class_named if {
 	r.annotations[annotation]
 }
 
-class_named if job_annotations[annotation]
+# job_annotations[annotation] without building job_annotations: a key of anything but an
+# object is undefined.
+class_named if input.object.metadata.annotations[annotation]
 
 class_named if params.defaultClass != ""
 
