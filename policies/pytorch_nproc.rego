@@ -59,24 +59,31 @@ whole_positive(n) if {
 	n >= 1
 }
 
+# The usual value, a positive whole number as a string ("8": ^[1-9][0-9]*$, digits only,
+# no leading zero), tested in one rule body; the findings below are looked at only for other
+# values.
+nproc_valid if {
+	is_string(nproc)
+	nproc != ""
+	not startswith(nproc, "0")
+	trim(nproc, "0123456789") == ""
+}
+
 violation contains {"path": nproc_path, "msg": msg} if {
 	nproc
+	not nproc_valid
+	some msg in nproc_findings
+}
+
+nproc_findings contains msg if {
 	not is_string(nproc)
 	msg := sprintf("nprocPerNode must be a string; write it quoted, e.g. nprocPerNode: \"%v\"", [nproc])
 }
 
-violation contains {"path": nproc_path, "msg": msg} if {
+nproc_findings contains msg if {
 	is_string(nproc)
 	not nproc in {"auto", "cpu", "gpu"}
-	not positive_whole_string(nproc)
 	msg := sprintf("nprocPerNode \"%s\" is not valid; use \"auto\", \"cpu\", \"gpu\" or a positive whole number of processes per pod as a string, e.g. \"8\"%s", [nproc, case_hint(nproc)])
-}
-
-# ^[1-9][0-9]*$: digits only, no leading zero.
-positive_whole_string(s) if {
-	s != ""
-	not startswith(s, "0")
-	trim(s, "0123456789") == ""
 }
 
 case_hint(s) := sprintf(" (did you mean \"%s\"?)", [lower(s)]) if lower(s) in {"auto", "cpu", "gpu"}
