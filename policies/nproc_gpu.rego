@@ -43,7 +43,23 @@ nproc := {"value": v, "path": "/spec/nprocPerNode", "name": "nprocPerNode"} if {
 
 gpu_replicas := lib.gpu_replicas(input.job)
 
+# GPUs (and MIG slices) per pod of the GPU replicas that train, each count once: usually one.
+device_counts := {d |
+	some r in input.job.replicas
+	r.role != "initializer"
+	d := r.gpusPerPod + r.migSlicesPerPod
+} - {0}
+
+# The usual case, one device count that nprocPerNode states exactly ("8" or 8), tested
+# without calling lib.whole_number.
+nproc_fits if {
+	count(device_counts) == 1
+	some d in device_counts
+	nproc.value in {d, format_int(d, 10)}
+}
+
 violation contains {"path": nproc.path, "msg": msg} if {
+	not nproc_fits
 	n := lib.whole_number(nproc.value)
 	some r in input.job.replicas
 	devices := r.gpusPerPod + r.migSlicesPerPod
@@ -79,14 +95,18 @@ plural(n, word) := sprintf("%v %s", [n, plural_word[word]]) if n != 1
 
 plural_word := {"GPU": "GPUs", "process": "processes"}
 
+# nprocPerNode "gpu": one body is entered for its two findings on other values.
 violation contains {"path": nproc.path, "msg": msg} if {
 	nproc.value == "gpu"
+	some msg in gpu_findings
+}
+
+gpu_findings contains msg if {
 	count(gpu_replicas) == 0
 	msg := "nprocPerNode is \"gpu\" but no replica asks for GPUs: torchrun starts one process per visible CUDA device, finds none, and starts no training process. Set nprocPerNode to a number of processes (e.g. \"1\") or \"cpu\", or give the pods nvidia.com/gpu limits"
 }
 
-violation contains {"path": nproc.path, "msg": msg} if {
-	nproc.value == "gpu"
+gpu_findings contains msg if {
 	count(gpu_replicas) > 0
 	some r in input.job.replicas
 	lib.devices_per_pod(r) == 0
