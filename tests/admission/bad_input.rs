@@ -21,21 +21,31 @@ async fn post_raw(server: &TestServer, path: &str, body: Vec<u8>) -> (u16, Strin
     (r.status().as_u16(), r.text().await.expect("body"))
 }
 
-/// Until the limit went to 16 MiB, an oversized review got a bare 413, which kubectl showed
-/// as "failed calling webhook". Now it is refused by an AdmissionReview naming its uid, how
-/// far it is over and the flag that sets the limit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_review_over_the_limit_is_refused_by_a_review_naming_the_excess_and_the_flag() {
+/// A server whose body limit is 1 MiB, and the limit.
+async fn server_with_a_1_mib_limit() -> (TestServer, usize) {
     let limit = 1024 * 1024;
     let server = TestServer::with(Options {
         max_body_bytes: limit,
         ..Options::default()
     })
     .await;
-    // A valid review whose object carries 2 MiB of annotation.
+    (server, limit)
+}
+
+/// A valid job whose object carries 2 MiB of annotation: over the 1 MiB limit.
+fn job_of_2_mib() -> Value {
     let mut job = example("pytorchjob-gpu.yaml");
     job["metadata"]["annotations"] = json!({"padding": "x".repeat(2 * 1024 * 1024)});
-    let review = create("big", &job);
+    job
+}
+
+/// Until the limit went to 16 MiB, an oversized review got a bare 413, which kubectl showed
+/// as "failed calling webhook". Now it is refused by an AdmissionReview naming its uid, how
+/// far it is over and the flag that sets the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_over_the_limit_is_refused_by_a_review_naming_the_excess_and_the_flag() {
+    let (server, limit) = server_with_a_1_mib_limit().await;
+    let review = create("big", &job_of_2_mib());
     let body = serde_json::to_vec(&review).expect("serializes");
     let over = body.len() - limit;
     for path in ["/mutate", "/validate"] {
@@ -68,14 +78,8 @@ async fn a_review_over_the_limit_is_refused_by_a_review_naming_the_excess_and_th
 /// uid is found wherever it is in what is read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_over_the_limit_whose_uid_comes_after_a_large_object_is_refused_with_its_uid() {
-    let limit = 1024 * 1024;
-    let server = TestServer::with(Options {
-        max_body_bytes: limit,
-        ..Options::default()
-    })
-    .await;
-    let mut job = example("pytorchjob-gpu.yaml");
-    job["metadata"]["annotations"] = json!({"padding": "x".repeat(2 * 1024 * 1024)});
+    let (server, limit) = server_with_a_1_mib_limit().await;
+    let mut job = job_of_2_mib();
     // An owner reference's uid inside the object, before the request's: not the one.
     job["metadata"]["ownerReferences"] =
         json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "not-this"}]);
