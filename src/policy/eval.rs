@@ -128,10 +128,10 @@ impl PolicySet {
 
     /// Runs `rules`, compiled as `group`, in one VM execution, passing over those in
     /// `skipped` (their output is undefined): on the program of the request's class when
-    /// there is one (see [`super::classes`]), else on `program` behind its skip guards. A failure is attributed to its rule by
-    /// running the rules one by one, unless a limit stopped the run: that message already
-    /// names the policy file and line it was in, and running the culprit again would only
-    /// double the time the request waits.
+    /// there is one (see [`super::classes`]), else on `program` behind its skip guards. A
+    /// failure is attributed to its rule by running the rules one by one, unless a limit
+    /// stopped the run: that message already names the policy file and line it was in, and
+    /// running the culprit again would only double the time the request waits.
     fn eval_group<'a>(
         &self,
         program: &VmProgram,
