@@ -173,6 +173,9 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     let input = set.runtimes().attach(input);
     let input = super::pinned::keep_stored_digests(&input);
     let mut provenance = Provenance::read(&input.object);
+    // Every write below goes through an intent's path: the patch looks only along them.
+    let mut touched: Vec<String> = provenance.paths().map(str::to_string).collect();
+    touched.push(super::provenance::annotation_path());
     let mut mutated = input.object.clone();
     // What the policies saw, when it is not the submitted object.
     let released = (!provenance.is_empty()).then(|| {
@@ -181,6 +184,7 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     });
     let released_input = input.rego_input_for(&mutated);
     let intents = set.mutation_intents(&released_input, &input.namespace)?;
+    touched.extend(intents.iter().map(|i| i.path.clone()));
     let mut applied = Vec::new();
     let mut failed = Vec::new();
     // A TrainJob's pods are its runtime's but for what `spec.trainer` sets: intents that
@@ -214,8 +218,9 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
     }
     provenance.write(&mut mutated);
     failed.append(&mut provenance.notes);
-    let patch = super::diff::diff(&input.object, &mutated);
-    let seen_patch = released.map(|seen| super::diff::diff(&seen, &mutated));
+    let touched = || touched.iter().map(String::as_str);
+    let patch = super::diff::diff_touched(&input.object, &mutated, touched());
+    let seen_patch = released.map(|seen| super::diff::diff_touched(&seen, &mutated, touched()));
     Ok(Mutation {
         mutated,
         applied,

@@ -31,7 +31,7 @@ pub const ANNOTATION: &str = "gangplank.dev/defaulted";
 pub const POLICY: &str = "provenance";
 
 /// `/metadata/annotations/gangplank.dev~1defaulted`.
-fn annotation_path() -> String {
+pub fn annotation_path() -> String {
     pointer::join("/metadata/annotations", [ANNOTATION])
 }
 
@@ -133,6 +133,11 @@ impl Provenance {
     }
 
     /// Whether the object carried no record (then [`Self::release`] leaves it as it is).
+    /// The fields the record names: [`Provenance::release`] may remove them.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
