@@ -8,14 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, Response};
 use gangplank::images::{Pinner, Settings};
 use serde_json::{json, Value};
+use support::held_registry::{held_registry, DIGEST};
 use support::registry::{image_findings, policies_with, review_pinned};
 use tokio::sync::Notify;
-
-const DIGEST: &str = "sha256:4a1e4c9c1f32b7d2a53f6d2ad0b1f0c0d12ab1a9d1e2c3b4a5f60718293a4b5c";
 
 /// A registry that holds every manifest request until `wait_for` of them have arrived (or
 /// the test's guard fires), then answers each with [`DIGEST`]; counts requests.
@@ -26,11 +23,7 @@ struct Gate {
 }
 
 async fn gated_registry(gate: Arc<Gate>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let host = listener.local_addr().expect("addr").to_string();
-    let app = axum::Router::new().fallback(move |_request: Request<Body>| {
+    held_registry(move |_path| {
         let gate = Arc::clone(&gate);
         async move {
             let opened = gate.open.notified();
@@ -40,15 +33,9 @@ async fn gated_registry(gate: Arc<Gate>) -> String {
                 // Never longer than the test's own guard.
                 let _ = tokio::time::timeout(Duration::from_secs(30), opened).await;
             }
-            Response::builder()
-                .header("content-type", "application/vnd.oci.image.manifest.v1+json")
-                .header("docker-content-digest", DIGEST)
-                .body(Body::empty())
-                .unwrap_or_default()
         }
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    host
+    })
+    .await
 }
 
 /// A PyTorchJob with one container per image, all in the Master template.

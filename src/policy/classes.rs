@@ -42,9 +42,11 @@ enum Class {
 
 impl ClassPrograms {
     /// The program of the class that skips `skipped` (sorted rule indices), compiled now if
-    /// the class is new and the cache has room; `None`: run the guarded program. Only the
-    /// first request of a class compiles (some 25 ms); requests of the class that arrive
-    /// meanwhile run the guarded program rather than wait or compile it again.
+    /// the class is new, the cache has room and no other class is compiling; `None`: run the
+    /// guarded program. One request compiles at a time (some 25 ms): requests that arrive
+    /// meanwhile run the guarded program rather than wait or compile too, so a burst of new
+    /// classes (a server's first seconds) holds one compilation's memory at once, not one
+    /// per evaluation slot; the next request of a class left out compiles it.
     pub fn program(
         &self,
         engine: &Engine,
@@ -57,6 +59,7 @@ impl ClassPrograms {
                 Some(Class::Ready(program)) => return program.clone(),
                 Some(Class::Compiling) => return None,
                 None if compiled.len() >= MAX_CLASSES => return None,
+                None if compiled.values().any(|c| matches!(c, Class::Compiling)) => return None,
                 None => compiled.insert(skipped.to_vec(), Class::Compiling),
             };
         }
@@ -108,5 +111,24 @@ fn compile(engine: &Engine, rules: &[RuleRef], skipped: &[usize]) -> Option<Arc<
             tracing::warn!(reason = %why, "a class of requests runs the guarded program: its own did not compile");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_class_waits_for_no_compilation_while_another_compiles() {
+        let classes = ClassPrograms::default();
+        classes.lock().insert(vec![1], Class::Compiling);
+        // Another class arriving meanwhile runs the guarded program, and is not marked.
+        assert!(classes.program(&Engine::new(), &[], &[2]).is_none());
+        assert!(!classes.lock().contains_key(&vec![2]));
+        // Once the compilation is done, the next request of that class compiles it (an
+        // empty set of rules compiles to an empty program).
+        classes.lock().insert(vec![1], Class::Ready(None));
+        assert!(classes.program(&Engine::new(), &[], &[2]).is_some());
+        assert_eq!(classes.len(), 2);
     }
 }

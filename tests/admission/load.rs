@@ -50,17 +50,9 @@ async fn a_thousand_concurrent_reviews_are_all_answered_correctly() {
         let uid = format!("load-{i}");
         let body = serde_json::to_vec(&create(&uid, &object)).expect("serializes");
         tasks.push(tokio::spawn(async move {
-            let r = client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
+            let (_, v) = TestServer::post_with(&client, url, body)
                 .await
-                .map_err(|e| format!("{uid}: {e:?}"))?;
-            let status = r.status().as_u16();
-            let bytes = r.bytes().await.map_err(|e| format!("{uid}: {e:?}"))?;
-            let v: Value =
-                serde_json::from_slice(&bytes).map_err(|e| format!("{uid}: {e} ({status})"))?;
+                .map_err(|e| format!("{uid}: {e}"))?;
             let response = &v["response"];
             if response["uid"] != uid.as_str()
                 || response["allowed"] != allowed

@@ -6,6 +6,8 @@ mod bad_input;
 mod cli;
 mod differential;
 mod handoff;
+#[path = "../support/held_registry.rs"]
+mod held_registry;
 mod in_process;
 mod limits;
 mod load;

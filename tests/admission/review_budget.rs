@@ -10,16 +10,13 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, Response};
 use gangplank::admission::metrics::{Decision, Endpoint};
 use gangplank::images::Settings;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
+use crate::held_registry::DIGEST;
 use crate::support::{apply, copy_policies, create, example, Options, TestServer};
-
-const DIGEST: &str = "sha256:4a1e4c9c1f32b7d2a53f6d2ad0b1f0c0d12ab1a9d1e2c3b4a5f60718293a4b5c";
 
 /// The budget in the test: 64 KiB, which each padded review below fills alone.
 const BUDGET: usize = 64 * 1024;
@@ -34,24 +31,14 @@ async fn held_registry(
     arrived: mpsc::UnboundedSender<String>,
     open: watch::Receiver<bool>,
 ) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let host = listener.local_addr().expect("addr").to_string();
-    let app = axum::Router::new().fallback(move |request: Request<Body>| {
+    crate::held_registry::held_registry(move |path| {
         let (arrived, mut open) = (arrived.clone(), open.clone());
         async move {
-            let _ = arrived.send(request.uri().path().to_string());
+            let _ = arrived.send(path);
             let _ = tokio::time::timeout(GUARD, open.wait_for(|open| *open)).await;
-            Response::builder()
-                .header("content-type", "application/vnd.oci.image.manifest.v1+json")
-                .header("docker-content-digest", DIGEST)
-                .body(Body::empty())
-                .unwrap_or_default()
         }
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    host
+    })
+    .await
 }
 
 /// The shipped policies in `dir`, with digest pinning on against the test's registry.
@@ -118,17 +105,9 @@ async fn a_review_that_finds_the_budget_full_is_refused_with_429_and_its_uid_and
             serde_json::to_vec(&held).expect("serializes"),
         );
         tokio::spawn(async move {
-            let r = client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
+            TestServer::post_with(&client, url, body)
                 .await
-                .expect("answered");
-            let status = r.status().as_u16();
-            let body: Value = serde_json::from_slice(&r.bytes().await.expect("body"))
-                .expect("an AdmissionReview");
-            (status, body)
+                .expect("answered with an AdmissionReview")
         })
     };
     let path = tokio::time::timeout(GUARD, arrived.recv())

@@ -195,6 +195,26 @@ impl TestServer {
         (status, json)
     }
 
+    /// POSTs a review with a client of the test's own (in a task of its own, say); returns
+    /// the HTTP status and the body as JSON, or what went wrong.
+    pub async fn post_with(
+        client: &reqwest::Client,
+        url: String,
+        body: Vec<u8>,
+    ) -> Result<(u16, Value), String> {
+        let r = client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let status = r.status().as_u16();
+        let bytes = r.bytes().await.map_err(|e| format!("{e:?}"))?;
+        let json = serde_json::from_slice(&bytes).map_err(|e| format!("{e} ({status})"))?;
+        Ok((status, json))
+    }
+
     /// POSTs a review that must be answered with HTTP 200; returns its `response`.
     pub async fn admit(&self, path: &str, review: &Value) -> Value {
         let (status, body) = self.post(path, review).await;

@@ -19,6 +19,7 @@ pub mod control_plane;
 pub mod controller;
 pub mod differential;
 pub mod harness;
+pub mod held_registry;
 pub mod jobs;
 pub mod nodes;
 pub mod process;
