@@ -43,6 +43,13 @@ fn main() {
     let input = Input::create(job, "default");
     let flag = |f: &str| std::env::args().any(|a| a == f);
     let (admission, missed) = (flag("--admission"), flag("--admission-missed"));
+    // Class programs compile beside the requests: two rounds, each left to settle, so that
+    // every counted review runs its class's program (the difference of two counts cancels
+    // these rounds out).
+    for _ in 0..2 {
+        std::hint::black_box(review::review(&set, &input).expect("decides"));
+        set.settle_class_programs(std::time::Duration::from_secs(600));
+    }
     for _ in 0..n {
         if admission || missed {
             let (patched, _) = review::decide::patch(&set, &input).expect("patches");

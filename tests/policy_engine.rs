@@ -375,10 +375,12 @@ fn requests_that_skip_the_same_rules_share_one_program_of_their_own() {
     let dir = dir_with(&[("backoff.rego", &mpi_only), ("always.rego", &always)]);
     let set = load(dir.path()).expect("loads");
     assert_eq!(set.class_programs(), 0);
-    // Mutation and validation of a PyTorchJob skip the same rules: one class, compiled on
-    // the first review and run again on the second, with the answer of the guarded program.
+    // Mutation and validation of a PyTorchJob skip the same rules: one class, whose program
+    // the first review starts compiling (beside it: the review runs the guarded program) and
+    // the second runs, with the same answer.
     for _ in 0..2 {
         let d = reviewed(&set, job(Some(50)));
+        assert!(set.settle_class_programs(std::time::Duration::from_secs(60)));
         assert_eq!(set.class_programs(), 1);
         let policies: Vec<&str> = d.violations.iter().map(|v| v.policy.as_str()).collect();
         assert_eq!(policies, ["always"], "{d:?}");
@@ -392,6 +394,7 @@ fn requests_that_skip_the_same_rules_share_one_program_of_their_own() {
     let dir = dir_with(&[("always.rego", &always)]);
     let set = load(dir.path()).expect("loads");
     reviewed(&set, job(Some(50)));
+    assert!(set.settle_class_programs(std::time::Duration::from_secs(60)));
     assert_eq!(set.class_programs(), 0);
 }
 

@@ -338,6 +338,12 @@ impl PolicySet {
         self.classes.len()
     }
 
+    /// Waits (at most `limit`) until no class program is compiling; whether none is. Requests
+    /// never wait for one: for tests and benchmarks.
+    pub fn settle_class_programs(&self, limit: std::time::Duration) -> bool {
+        self.classes.settle(limit)
+    }
+
     /// The policies the index skips for `input` (a Rego input document), each with why:
     /// what `gangplank check --explain` and `--profile` show.
     pub fn skipped_policies(&self, input: &RegoValue) -> Vec<(String, String)> {
