@@ -44,7 +44,7 @@ type Classes = HashMap<Vec<usize>, Class>;
 
 #[derive(Debug, Clone)]
 enum Class {
-    /// A request of the class is compiling its program; the others do not wait for it.
+    /// The class's program is compiling on a thread of its own; requests do not wait for it.
     Compiling,
     /// The program, or `None` when the class did not compile.
     Ready(Option<Arc<VmProgram>>),
@@ -82,7 +82,17 @@ impl ClassPrograms {
         let started = std::thread::Builder::new()
             .name("gangplank-class".into())
             .spawn(move || {
-                let program = compile(&engine, &rules, &key);
+                // A compiler panic must not leave the class compiling for good: no other
+                // class would ever compile.
+                let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    compile(&engine, &rules, &key)
+                }));
+                let program = compiled.unwrap_or_else(|_| {
+                    tracing::warn!(
+                        "a class of requests runs the guarded program: compiling its own panicked"
+                    );
+                    None
+                });
                 classes.lock().insert(key, Class::Ready(program));
                 classes.compiled.1.notify_all();
             });
