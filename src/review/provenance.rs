@@ -132,12 +132,12 @@ impl Provenance {
         }
     }
 
-    /// Whether the object carried no record (then [`Self::release`] leaves it as it is).
     /// The fields the record names: [`Provenance::release`] may remove them.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
     }
 
+    /// Whether the object carried no record (then [`Self::release`] leaves it as it is).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
