@@ -18,6 +18,15 @@ pub fn join<'a>(base: &str, tokens: impl IntoIterator<Item = &'a str>) -> String
     out
 }
 
+/// One reference token as the key it names (`~1` → `/`, `~0` → `~`), copied only when it
+/// has escapes.
+pub fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
+    match token.contains('~') {
+        true => token.replace("~1", "/").replace("~0", "~").into(),
+        false => token.into(),
+    }
+}
+
 /// Splits a pointer into unescaped tokens. `""` is the whole document.
 pub fn split(pointer: &str) -> Result<Vec<String>, String> {
     if pointer.is_empty() {
@@ -26,10 +35,7 @@ pub fn split(pointer: &str) -> Result<Vec<String>, String> {
     let rest = pointer
         .strip_prefix('/')
         .ok_or_else(|| format!("JSON pointer {pointer:?} must start with '/'"))?;
-    Ok(rest
-        .split('/')
-        .map(|t| t.replace("~1", "/").replace("~0", "~"))
-        .collect())
+    Ok(rest.split('/').map(|t| unescape(t).into_owned()).collect())
 }
 
 #[cfg(test)]

@@ -48,14 +48,7 @@ pub fn diff_touched<'a>(
     right: &Value,
     touched: impl IntoIterator<Item = &'a str>,
 ) -> Patch {
-    let mut trie = Touched::default();
-    for path in touched {
-        match path.strip_prefix('/') {
-            Some(rest) => trie.insert(rest.split('/').map(unescape)),
-            // The root, or not a pointer (the intent failed to apply): compare everything.
-            None => trie.whole = true,
-        }
-    }
+    let trie = Touched::from_paths(touched);
     let mut patch = Patch(Vec::new());
     diff_along(left, right, &trie, &mut PointerBuf::new(), &mut patch);
     debug_assert_eq!(
@@ -64,14 +57,6 @@ pub fn diff_touched<'a>(
         "a write outside the touched paths"
     );
     patch
-}
-
-/// A pointer token as the key it names (`~1` is `/`, `~0` is `~`), copied only when escaped.
-fn unescape(token: &str) -> Cow<'_, str> {
-    match token.contains('~') {
-        true => Cow::Owned(token.replace("~1", "/").replace("~0", "~")),
-        false => Cow::Borrowed(token),
-    }
 }
 
 /// The tokens of the touched paths, as a tree: `whole` where a path ends (everything below
@@ -83,6 +68,18 @@ struct Touched<'a> {
 }
 
 impl<'a> Touched<'a> {
+    fn from_paths(paths: impl IntoIterator<Item = &'a str>) -> Touched<'a> {
+        let mut trie = Touched::default();
+        for path in paths {
+            match path.strip_prefix('/') {
+                Some(rest) => trie.insert(rest.split('/').map(crate::pointer::unescape)),
+                // The root, or not a pointer (the intent failed to apply): compare everything.
+                None => trie.whole = true,
+            }
+        }
+        trie
+    }
+
     fn insert(&mut self, tokens: impl Iterator<Item = Cow<'a, str>>) {
         let mut node = self;
         for token in tokens {
@@ -411,11 +408,7 @@ mod tests {
         after["metadata"]["name"] = json!("k");
         // Nothing touched the name, so the patch does not see it (debug builds would stop on
         // such a write; this is the release behaviour).
-        let touched = ["/spec/runPolicy"];
-        let mut trie = Touched::default();
-        touched
-            .iter()
-            .for_each(|p| trie.insert(p.split('/').skip(1).map(unescape)));
+        let trie = Touched::from_paths(["/spec/runPolicy"]);
         let mut patch = Patch(Vec::new());
         diff_along(&job(), &after, &trie, &mut PointerBuf::new(), &mut patch);
         assert!(patch.0.is_empty(), "{patch:?}");
