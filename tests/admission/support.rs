@@ -178,18 +178,13 @@ impl TestServer {
         format!("https://{}{}", self.addr, path)
     }
 
-    /// POSTs a review and returns the HTTP status and the body as JSON.
+    /// POSTs a review and returns the HTTP status and the body as JSON (a body that is not
+    /// JSON as a string).
     pub async fn post(&self, path: &str, review: &Value) -> (u16, Value) {
-        let r = self
-            .client
-            .post(self.url(path))
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(review).expect("serializes"))
-            .send()
+        let body = serde_json::to_vec(review).expect("serializes");
+        let (status, body) = send(&self.client, self.url(path), body)
             .await
             .expect("request answered");
-        let status = r.status().as_u16();
-        let body = r.bytes().await.expect("body");
         let json = serde_json::from_slice(&body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
         (status, json)
@@ -202,15 +197,7 @@ impl TestServer {
         url: String,
         body: Vec<u8>,
     ) -> Result<(u16, Value), String> {
-        let r = client
-            .post(url)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("{e:?}"))?;
-        let status = r.status().as_u16();
-        let bytes = r.bytes().await.map_err(|e| format!("{e:?}"))?;
+        let (status, bytes) = send(client, url, body).await?;
         let json = serde_json::from_slice(&bytes).map_err(|e| format!("{e} ({status})"))?;
         Ok((status, json))
     }
@@ -283,6 +270,24 @@ impl Drop for TestServer {
 }
 
 /// A client that trusts only the test CA.
+/// POSTs `body` as JSON; the HTTP status and the body's bytes, or what went wrong.
+async fn send(
+    client: &reqwest::Client,
+    url: String,
+    body: Vec<u8>,
+) -> Result<(u16, Vec<u8>), String> {
+    let r = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let status = r.status().as_u16();
+    let bytes = r.bytes().await.map_err(|e| format!("{e:?}"))?;
+    Ok((status, bytes.to_vec()))
+}
+
 pub fn client_for(ca: &Ca) -> reqwest::Client {
     reqwest::Client::builder()
         .tls_certs_only([reqwest::Certificate::from_pem(ca.pem().as_bytes()).expect("CA")])
