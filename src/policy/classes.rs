@@ -69,7 +69,7 @@ impl ClassPrograms {
                 Some(Class::Ready(program)) => return program.clone(),
                 Some(Class::Compiling) => return None,
                 None if compiled.len() >= MAX_CLASSES => return None,
-                None if compiled.values().any(|c| matches!(c, Class::Compiling)) => return None,
+                None if compiling(&compiled) => return None,
                 None => compiled.insert(skipped.to_vec(), Class::Compiling),
             };
         }
@@ -121,7 +121,7 @@ impl ClassPrograms {
         let deadline = Instant::now() + limit;
         let mut compiled = self.lock();
         loop {
-            if !compiled.values().any(|c| matches!(c, Class::Compiling)) {
+            if !compiling(&compiled) {
                 return true;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -142,6 +142,11 @@ impl ClassPrograms {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// Whether a class program is compiling (on its thread).
+fn compiling(classes: &Classes) -> bool {
+    classes.values().any(|c| matches!(c, Class::Compiling))
 }
 
 /// A program whose gathered groups hold the rules not in `skipped`, unguarded, and no
