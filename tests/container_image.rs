@@ -82,9 +82,15 @@ fn the_image_is_built_in_one_stage_and_shipped_from_a_distroless_one() {
     }
     for image in froms {
         let reference = image.split_whitespace().next().unwrap_or_default();
+        let (named, digest) = reference.split_once('@').unwrap_or((reference, ""));
         assert!(
-            reference.contains(':') && !reference.ends_with(":latest"),
+            named.contains(':') && !named.ends_with(":latest"),
             "base image {reference} has an explicit tag, not latest"
+        );
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        assert!(
+            hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "base image {reference} is pinned by a sha256 digest, so a rebuild takes the reviewed bytes"
         );
     }
 }

@@ -94,16 +94,9 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
             input.operation.as_str()
         ));
     }
-    // A job being deleted only loses finalizers and status from here on; refusing that
-    // (say, after a policy was tightened) would keep it from ever going away.
-    if input.operation == Operation::Update
-        && input
-            .object
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null())
-    {
+    if deletion_bookkeeping(input) {
         return Some(
-            "the job is being deleted (deletionTimestamp is set); updates are not checked".into(),
+            "the job is being deleted (deletionTimestamp is set) and the update leaves everything but metadata and status as it was; not checked".into(),
         );
     }
     if !input.is_job() {
@@ -125,6 +118,39 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
         ));
     }
     None
+}
+
+/// An UPDATE of a job being deleted that changes only its metadata and status: a
+/// controller removing its finalizer. Refusing that (say, after a policy was tightened) would
+/// keep the job from ever going away, so it is not checked. Anything else it changes (its
+/// `spec`, or a field of its own beside it) is checked as any update is: a deletion in
+/// progress is no licence to rewrite the job. Without `oldObject` (a hand-written review;
+/// the apiserver always sends it) nothing shows the update to be bookkeeping, so it is
+/// checked.
+fn deletion_bookkeeping(input: &Input) -> bool {
+    let deleting = input
+        .object
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    if input.operation != Operation::Update || !deleting {
+        return false;
+    }
+    let Some(old) = input.old_object.as_ref() else {
+        return false;
+    };
+    same_beyond_metadata(&input.object, old)
+}
+
+/// Whether two objects are equal in every top-level field but `metadata` and `status`.
+fn same_beyond_metadata(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let counted = |(key, _): &(&String, &Value)| !matches!(key.as_str(), "metadata" | "status");
+    a.iter().filter(counted).count() == b.iter().filter(counted).count()
+        && a.iter()
+            .filter(counted)
+            .all(|(key, value)| b.get(key) == Some(value))
 }
 
 /// The mutated object, the intents that changed it and the patch.

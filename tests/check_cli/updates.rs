@@ -65,6 +65,21 @@ fn a_finalizer_removal_on_a_deleted_job_is_not_checked() {
 }
 
 #[test]
+fn a_spec_change_on_a_deleted_job_is_checked_like_any_update() {
+    let mut old = stored();
+    old["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+    old["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    let mut new = old.clone();
+    new["metadata"]["finalizers"] = json!([]);
+    // The deletion in progress is no licence to take the job off its gang scheduler.
+    new["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] =
+        json!("default-scheduler");
+    let run = check_text("rewrite.json", update(&old, &new), &[]);
+    assert_exit(&run, 1);
+    assert_stdout_has(&run, &["DENIED", "gang_scheduling"]);
+}
+
+#[test]
 fn an_old_violation_left_untouched_by_a_label_edit_only_warns() {
     let mut old = stored();
     old["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] =
