@@ -56,11 +56,9 @@ fn job_running(images: &[String]) -> Value {
 
 fn settings(host: &str) -> Settings {
     Settings {
-        enabled: true,
-        plain_http_registries: vec![host.to_string()],
         // Longer than the gate's guard: only concurrency can open the gate in time.
         budget: Duration::from_secs(60),
-        ..Settings::default()
+        ..support::registry::settings_for_host(host)
     }
 }
 
