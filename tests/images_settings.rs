@@ -10,10 +10,9 @@ use std::process::Command;
 
 use gangplank::admission::{Metrics, PolicyStore};
 use gangplank::images::{FailureMode, Pinner, Settings};
-use serde_json::json;
 use support::registry::{
-    answer, image_findings, policies_dir_with, policies_with, review_pinned, settings_for_host,
-    write_policies_dir, Recorder,
+    answer, image_findings, job_running, policies_dir_with, policies_with, review_pinned,
+    settings_for_host, write_policies_dir, Recorder,
 };
 
 const NO_ALLOWLIST: &str = "params.yaml imageResolution: enabled is true but allowedRegistries is empty: list the registries whose images the webhook may look up";
@@ -82,22 +81,6 @@ fn a_reload_to_pinning_without_allowlist_is_refused_and_the_previous_set_keeps_s
     );
     let refused = store.status().refused.unwrap_or_default();
     assert!(refused.contains(NO_ALLOWLIST), "{refused}");
-}
-
-/// A PyTorchJob whose Master runs one container per image.
-fn job_running(images: &[String]) -> serde_json::Value {
-    let containers: Vec<_> = images
-        .iter()
-        .enumerate()
-        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
-        .collect();
-    json!({
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-        "metadata": {"name": "many", "namespace": "team-a"},
-        "spec": {"pytorchReplicaSpecs": {
-            "Master": {"replicas": 1, "template": {"spec": {"containers": containers}}},
-        }},
-    })
 }
 
 #[tokio::test]

@@ -434,6 +434,22 @@ pub fn job_with_images(master: &str, worker: &str) -> Value {
     })
 }
 
+/// A PyTorchJob whose Master runs one container per image.
+pub fn job_running(images: &[String]) -> Value {
+    let containers: Vec<Value> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+        .collect();
+    json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "many", "namespace": "team-a"},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": {"spec": {"containers": containers}}},
+        }},
+    })
+}
+
 /// What the webhooks decide for `job` with `pinner` (handler.rs's order: pin, review, add
 /// the failed lookups).
 pub async fn review_pinned(
