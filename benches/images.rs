@@ -53,10 +53,8 @@ fn images(c: &mut Criterion) {
             .await;
     });
     let set = registry::policies_with(Settings {
-        enabled: true,
-        plain_http_registries: vec![registry.host.clone()],
         cache_ttl: Duration::from_secs(3600),
-        ..Settings::default()
+        ..registry::settings_for_host(&registry.host)
     });
     let (train, eval) = (
         registry.image("bench/train", "v1"),

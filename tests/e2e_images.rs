@@ -133,7 +133,10 @@ async fn kubectl_apply_pins_every_image_with_the_pull_secrets_of_the_job_and_its
     );
     let message = refused.expect_err("refused without credentials");
     assert!(
-        message.contains(&format!("failed to resolve digest for {train}: registry {} requires credentials and none were found", registry.host)),
+        message.contains(&format!(
+            "failed to resolve digest for {train}: registry {} refused the lookup as unauthorized",
+            registry.host
+        )),
         "{message}"
     );
     let gone = jobs::pytorch_api(&client, &namespace)

@@ -12,7 +12,9 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Method, Request, Response, StatusCode};
 use gangplank::images::{Pinner, Settings};
-use support::registry::{image_findings, image_of, job_with_images, policies_with, review_pinned};
+use support::registry::{
+    image_findings, image_of, job_with_images, policies_with, review_pinned, settings_for_host,
+};
 
 /// Serves `answer` for every request on 127.0.0.1; returns `host:port`.
 async fn fake_registry(answer: fn(Request<Body>) -> Response<Body>) -> String {
@@ -28,11 +30,7 @@ async fn fake_registry(answer: fn(Request<Body>) -> Response<Body>) -> String {
 
 /// The `images` findings for a job running `image`, resolved against `host` over plain HTTP.
 async fn findings_for(host: &str, image: &str) -> String {
-    let set = policies_with(Settings {
-        enabled: true,
-        plain_http_registries: vec![host.to_string()],
-        ..Settings::default()
-    });
+    let set = policies_with(settings_for_host(host));
     let pinner = Pinner::default();
     let review = review_pinned(&set, &pinner, job_with_images(image, image));
     // A hang guard, not a timing threshold: the 2 s budget ends every lookup before it.
@@ -50,6 +48,7 @@ const MANIFEST_JSON: &str = "application/vnd.oci.image.manifest.v1+json";
 async fn malformed_references_get_a_message_per_image_saying_what_is_wrong() {
     let set = policies_with(Settings {
         enabled: true,
+        allowed_registries: vec!["registry.example.com".into()],
         ..Settings::default()
     });
     let long = format!("registry.example.com/{}:v1", "a".repeat(4096));
@@ -215,11 +214,7 @@ async fn without_a_digest_header_the_digest_is_the_sha256_of_the_body() {
     })
     .await;
     let image = format!("{host}/ml/train:v1");
-    let set = policies_with(Settings {
-        enabled: true,
-        plain_http_registries: vec![host.clone()],
-        ..Settings::default()
-    });
+    let set = policies_with(settings_for_host(&host));
     let decision = review_pinned(&set, &Pinner::default(), job_with_images(&image, &image)).await;
     let digest = gangplank::images::digest::sha256(br#"{"schemaVersion":2}"#);
     assert_eq!(image_of(&decision, "Master"), format!("{image}@{digest}"));
@@ -241,11 +236,7 @@ async fn a_registry_that_refuses_head_is_asked_with_get() {
     })
     .await;
     let image = format!("{host}/ml/train:v1");
-    let set = policies_with(Settings {
-        enabled: true,
-        plain_http_registries: vec![host.clone()],
-        ..Settings::default()
-    });
+    let set = policies_with(settings_for_host(&host));
     let decision = review_pinned(&set, &Pinner::default(), job_with_images(&image, &image)).await;
     let digest = gangplank::images::digest::sha256(br#"{"schemaVersion":2}"#);
     assert_eq!(image_of(&decision, "Master"), format!("{image}@{digest}"));

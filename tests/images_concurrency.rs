@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gangplank::images::{Pinner, Settings};
-use serde_json::{json, Value};
+use serde_json::Value;
 use support::held_registry::{held_registry, DIGEST};
-use support::registry::{image_findings, policies_with, review_pinned};
+use support::registry::{image_findings, job_running, policies_with, review_pinned};
 use tokio::sync::Notify;
 
 /// A registry that holds every manifest request until `wait_for` of them have arrived (or
@@ -38,29 +38,11 @@ async fn gated_registry(gate: Arc<Gate>) -> String {
     .await
 }
 
-/// A PyTorchJob with one container per image, all in the Master template.
-fn job_running(images: &[String]) -> Value {
-    let containers: Vec<Value> = images
-        .iter()
-        .enumerate()
-        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
-        .collect();
-    json!({
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-        "metadata": {"name": "many", "namespace": "team-a"},
-        "spec": {"pytorchReplicaSpecs": {
-            "Master": {"replicas": 1, "template": {"spec": {"containers": containers}}},
-        }},
-    })
-}
-
 fn settings(host: &str) -> Settings {
     Settings {
-        enabled: true,
-        plain_http_registries: vec![host.to_string()],
         // Longer than the gate's guard: only concurrency can open the gate in time.
         budget: Duration::from_secs(60),
-        ..Settings::default()
+        ..support::registry::settings_for_host(host)
     }
 }
 

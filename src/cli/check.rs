@@ -246,7 +246,7 @@ impl Resolving {
         let pinning = self.runtime.block_on(self.pinner.pin(set, input));
         let failures = pin::failure_violations(&pinning, input);
         let unresolved = Unresolved {
-            images: pinning.failures().map(|e| e.image().to_string()).collect(),
+            images: pinning.unresolved(),
             looked_up: true,
         };
         let decision = review::review(set, input).map(|mut d| {

@@ -3,12 +3,14 @@
 //! Entry points: [`Challenge::parse`] and [`TokenCache`]. The flow (distribution's token
 //! spec): a 401 names `Basic realm=…` (send Basic credentials) or `Bearer realm,service,scope`
 //! (get a token from the realm, with Basic credentials or anonymously, and send it). Tokens
-//! live `expires_in` seconds (60 when unsaid); they are reused for their scope until shortly
-//! before then.
+//! live `expires_in` seconds (60 when unsaid, [`MAX_TOKEN_LIFETIME`] at most); they are
+//! reused for their scope until shortly before then. Which realms may be asked is
+//! [`super::egress`]'s decision.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use lru::LruCache;
 
 /// What a 401 asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,17 +95,53 @@ impl TokenAnswer {
     }
 }
 
-/// Bearer tokens by (realm, service, scope, credential fingerprint).
-#[derive(Debug, Default)]
+/// Bearer tokens by (registry, scope, credential fingerprint): an LRU bounded in count and
+/// bytes, each token kept at most [`MAX_TOKEN_LIFETIME`].
+///
+/// # Guarantees
+/// - At most [`MAX_TOKENS`] tokens and [`MAX_TOKEN_CACHE_BYTES`] bytes of keys and tokens;
+///   past either, the least recently used go first.
+/// - No token longer than [`MAX_TOKEN_BYTES`] is kept (the lookup refuses it before).
+/// - A token is used for at most [`MAX_TOKEN_LIFETIME`], whatever `expires_in` said.
+#[derive(Debug)]
 pub struct TokenCache {
-    tokens: Mutex<HashMap<String, (String, Instant)>>,
+    tokens: Mutex<Tokens>,
+}
+
+#[derive(Debug)]
+struct Tokens {
+    lru: LruCache<String, (String, Instant)>,
+    bytes: usize,
 }
 
 /// A token this close to expiry is fetched again: the request using it must still arrive
 /// while it is valid.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(5);
-/// Past this many tokens, expired ones are dropped on insert.
-const PRUNE_AT: usize = 1024;
+/// Scopes (registry, repository, credential) looked up within one lifetime: a cluster
+/// pulling from 500 repositories every 5 minutes is large; past it, an evicted scope costs
+/// one token request.
+pub const MAX_TOKENS: usize = 512;
+/// Registry tokens are JWTs of 1 to 3 KiB (Docker Hub, GHCR, Artifact Registry, ACR); 16
+/// KiB leaves room for large claim sets and refuses a token server streaming a body in.
+pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// 512 typical tokens (~3 KiB with their key) fit; the bound holds even if every one is
+/// the largest allowed, by evicting.
+pub const MAX_TOKEN_CACHE_BYTES: usize = 2 * 1024 * 1024;
+/// Docker Hub grants 300 s; some registries grant hours. A token outliving the credential
+/// it was got with (a pull secret deleted or rotated) is honoured at most this long: the
+/// digest cache's default TTL, and one token request per scope per 5 minutes.
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(300);
+
+impl Default for TokenCache {
+    fn default() -> TokenCache {
+        TokenCache {
+            tokens: Mutex::new(Tokens {
+                lru: LruCache::unbounded(),
+                bytes: 0,
+            }),
+        }
+    }
+}
 
 impl TokenCache {
     pub fn key(realm: &str, service: Option<&str>, scope: Option<&str>, who: &str) -> String {
@@ -115,23 +153,42 @@ impl TokenCache {
     }
 
     pub fn get(&self, key: &str) -> Option<String> {
-        let tokens = self.tokens.lock().ok()?;
-        let (token, expires) = tokens.get(key)?;
+        let mut tokens = self.tokens.lock().ok()?;
+        let (token, expires) = tokens.lru.get(key)?;
         (Instant::now() < *expires).then(|| token.clone())
     }
 
-    pub fn put(&self, key: String, token: String, lifetime: Duration) {
-        let expires = Instant::now()
-            + lifetime
-                .saturating_sub(EXPIRY_MARGIN)
-                .max(Duration::from_secs(1));
-        if let Ok(mut tokens) = self.tokens.lock() {
-            if tokens.len() >= PRUNE_AT {
-                let now = Instant::now();
-                tokens.retain(|_, (_, e)| *e > now);
-            }
-            tokens.insert(key, (token, expires));
+    /// Keeps `token` for `lifetime` (clamped to [`MAX_TOKEN_LIFETIME`], less a margin);
+    /// returns how long it is kept, or `None` for a token over [`MAX_TOKEN_BYTES`].
+    pub fn put(&self, key: String, token: String, lifetime: Duration) -> Option<Duration> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return None;
         }
+        let kept = lifetime
+            .min(MAX_TOKEN_LIFETIME)
+            .saturating_sub(EXPIRY_MARGIN)
+            .max(Duration::from_secs(1));
+        let mut tokens = self.tokens.lock().ok()?;
+        let size = key.len() + token.len();
+        if let Some((old, _)) = tokens.lru.put(key.clone(), (token, Instant::now() + kept)) {
+            tokens.bytes = tokens.bytes.saturating_sub(key.len() + old.len());
+        }
+        tokens.bytes += size;
+        while tokens.lru.len() > MAX_TOKENS || tokens.bytes > MAX_TOKEN_CACHE_BYTES {
+            let Some((k, (t, _))) = tokens.lru.pop_lru() else {
+                break;
+            };
+            tokens.bytes = tokens.bytes.saturating_sub(k.len() + t.len());
+        }
+        Some(kept)
+    }
+
+    /// Tokens and bytes held now.
+    pub fn usage(&self) -> (usize, usize) {
+        self.tokens
+            .lock()
+            .map(|t| (t.lru.len(), t.bytes))
+            .unwrap_or_default()
     }
 }
 
@@ -168,5 +225,47 @@ mod tests {
         assert_eq!(cache.get(&key).as_deref(), Some("t"));
         let other = TokenCache::key("r", Some("s"), Some("repository:b:pull"), "anon");
         assert_eq!(cache.get(&other), None);
+    }
+
+    #[test]
+    fn a_year_long_token_is_kept_five_minutes_at_most() {
+        let cache = TokenCache::default();
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let kept = cache.put("k".into(), "t".into(), year);
+        assert_eq!(kept, Some(MAX_TOKEN_LIFETIME - EXPIRY_MARGIN));
+    }
+
+    #[test]
+    fn an_oversized_token_is_not_kept() {
+        let cache = TokenCache::default();
+        let huge = "x".repeat(MAX_TOKEN_BYTES + 1);
+        assert_eq!(cache.put("k".into(), huge, Duration::from_secs(60)), None);
+        assert_eq!(cache.get("k"), None);
+        assert_eq!(cache.usage(), (0, 0));
+    }
+
+    #[test]
+    fn the_cache_is_bounded_in_count_and_bytes_least_recently_used_first() {
+        let cache = TokenCache::default();
+        let minute = Duration::from_secs(60);
+        for i in 0..MAX_TOKENS + 10 {
+            cache.put(format!("k{i}"), "t".into(), minute);
+        }
+        assert_eq!(cache.usage().0, MAX_TOKENS);
+        assert_eq!(cache.get("k0"), None, "the oldest went first");
+        assert!(cache.get(&format!("k{}", MAX_TOKENS + 9)).is_some());
+
+        let cache = TokenCache::default();
+        let big = "x".repeat(MAX_TOKEN_BYTES);
+        cache.put("first".into(), big.clone(), minute);
+        for i in 0..MAX_TOKEN_CACHE_BYTES / MAX_TOKEN_BYTES + 5 {
+            // Touching `first` keeps it the most recently used.
+            let _ = cache.get("first");
+            cache.put(format!("k{i}"), big.clone(), minute);
+        }
+        let (count, bytes) = cache.usage();
+        assert!(bytes <= MAX_TOKEN_CACHE_BYTES, "{bytes} bytes in {count}");
+        assert!(cache.get("first").is_some(), "recently used, kept");
+        assert_eq!(cache.get("k0"), None, "least recently used, evicted");
     }
 }

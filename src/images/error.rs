@@ -2,10 +2,16 @@
 
 use std::time::Duration;
 
+use super::egress::Refusal;
 use super::reference::ReferenceError;
 
-/// A failed lookup. Each variant names the image and, once known, the registry; the
-/// registry's own answer (status, error code, message) is carried through to the user.
+/// A failed lookup. Each variant names the image and, once known, the registry, and what
+/// to change.
+///
+/// Nothing a registry (or a host it points at) wrote reaches the message beyond its HTTP
+/// status and OCI error codes: the message goes back to the job's author, who chose the
+/// registry. Nor does the message say whether credentials were found for it (see
+/// [`ResolveError::Unauthorized`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
     #[error("image {image:?} is not a valid reference")]
@@ -23,15 +29,24 @@ pub enum ResolveError {
         #[source]
         source: reqwest::Error,
     },
+    #[error("failed to resolve digest for {image}: registry {registry} {refusal}")]
+    Egress {
+        image: String,
+        registry: String,
+        refusal: Refusal,
+    },
     #[error("failed to resolve digest for {image}: registry {registry} answered {status}{}", answer.as_ref().map(|a| format!(": {a}")).unwrap_or_default())]
     Status {
         image: String,
         registry: String,
         status: u16,
-        /// The registry's error codes and messages, or a short note on the body.
+        /// The registry's OCI error codes, or a short note on the body (never its text).
         answer: Option<String>,
     },
-    #[error("failed to resolve digest for {image}: registry {registry} requires credentials{}", if *.had_credentials { " and refused the ones given (from imagePullSecrets or the credentials file)" } else { " and none were found (imagePullSecrets of the job's pod templates and ServiceAccount, or the credentials file)" })]
+    /// One message whether or not credentials were found: otherwise a job author could
+    /// learn which registries the namespace's pull secrets or the webhook's credentials
+    /// file cover. `had_credentials` goes to the server log only.
+    #[error("failed to resolve digest for {image}: registry {registry} refused the lookup as unauthorized: give the job's pods an imagePullSecret (in their templates or their ServiceAccount) that this registry accepts")]
     Unauthorized {
         image: String,
         registry: String,
@@ -69,10 +84,14 @@ pub enum Problem {
     DigestMismatch { header: String, body: String },
     #[error("a redirect loop or more than {limit} redirects")]
     Redirects { limit: usize },
-    #[error("an authentication challenge gangplank cannot answer: {challenge}")]
-    Challenge { challenge: String },
+    #[error("a redirect whose Location is not a URL")]
+    BadRedirect,
+    #[error("an authentication challenge gangplank cannot answer (scheme {scheme:?}; Basic and Bearer are understood)")]
+    Challenge { scheme: String },
     #[error("the token server answered {status} without a token")]
     NoToken { status: u16 },
+    #[error("the token server sent a token larger than {limit} bytes")]
+    TokenTooLarge { limit: usize },
 }
 
 /// The registry client could not be built from the settings.
@@ -102,6 +121,7 @@ impl ResolveError {
         match self {
             ResolveError::Reference { image, .. }
             | ResolveError::NotAllowed { image, .. }
+            | ResolveError::Egress { image, .. }
             | ResolveError::Transport { image, .. }
             | ResolveError::Status { image, .. }
             | ResolveError::Unauthorized { image, .. }
@@ -124,7 +144,8 @@ impl ResolveError {
     pub fn metric_label(&self) -> &'static str {
         match self {
             ResolveError::Reference { .. } => "bad_reference",
-            ResolveError::NotAllowed { .. } => "not_allowed",
+            // A host outside the allowlists, reached through the registry: the same remedy.
+            ResolveError::NotAllowed { .. } | ResolveError::Egress { .. } => "not_allowed",
             ResolveError::Transport { .. } => "unreachable",
             ResolveError::Status { .. } => "registry_error",
             ResolveError::Unauthorized { .. } => "unauthorized",

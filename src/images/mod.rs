@@ -3,6 +3,7 @@
 //!
 //! - [`reference`]: image references, normalised as container runtimes read them.
 //! - [`registry`]: one manifest lookup (HEAD, GET + sha256, auth challenges).
+//! - [`egress`]: the hosts a lookup may reach (allowlists, redirects, token realms).
 //! - [`auth`]: `WWW-Authenticate` challenges and the Bearer token cache.
 //! - [`credentials`]: `config.json` / pull-secret documents as a [`Keychain`].
 //! - [`pull_secrets`]: the job's `imagePullSecrets` and ServiceAccounts, from the cluster.
@@ -27,6 +28,7 @@ pub mod auth;
 pub mod cache;
 pub mod credentials;
 pub mod digest;
+pub mod egress;
 pub mod error;
 pub mod pin;
 pub mod pull_secrets;

@@ -48,6 +48,15 @@ impl std::fmt::Debug for Pinner {
 pub struct Pinning {
     pub resolved: Vec<Resolved>,
     pub failure_mode: FailureMode,
+    /// Set when the job had more images to look up than `maxImagesPerReview`: none was.
+    pub too_many: Option<TooMany>,
+}
+
+/// A job with more tagged images than one review may look up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooMany {
+    pub images: Vec<String>,
+    pub limit: usize,
 }
 
 impl Pinning {
@@ -55,6 +64,14 @@ impl Pinning {
         self.resolved
             .iter()
             .filter_map(|r| r.outcome.as_ref().err())
+    }
+
+    /// Images left without a digest: failed lookups, or all of them when there were too many
+    /// to look up.
+    pub fn unresolved(&self) -> Vec<String> {
+        let over = self.too_many.iter().flat_map(|t| t.images.iter().cloned());
+        let failed = self.failures().map(|e| e.image().to_string());
+        over.chain(failed).collect()
     }
 }
 
@@ -68,6 +85,16 @@ impl Pinner {
         let images = wanted(set, input);
         if images.is_empty() {
             return Pinning::default();
+        }
+        if images.len() > settings.max_images_per_review {
+            return Pinning {
+                failure_mode: settings.failure_mode,
+                too_many: Some(TooMany {
+                    images,
+                    limit: settings.max_images_per_review,
+                }),
+                ..Pinning::default()
+            };
         }
         let deadline = tokio::time::Instant::now() + settings.budget;
         let mut keychain = match &self.cluster {
@@ -96,6 +123,7 @@ impl Pinner {
         Pinning {
             resolved,
             failure_mode: settings.failure_mode,
+            too_many: None,
         }
     }
 }
@@ -141,9 +169,10 @@ pub fn wanted(set: &PolicySet, input: &Input) -> Vec<String> {
 }
 
 /// Failed lookups as findings of the `images` policy at the first container running the
-/// image: denied, or warned with the image left as written, per the failure mode.
+/// image (or one finding for a job with too many images): denied, or warned with the image
+/// left as written, per the failure mode.
 pub fn failure_violations(pinning: &Pinning, input: &Input) -> Vec<Violation> {
-    if pinning.failures().next().is_none() {
+    if pinning.failures().next().is_none() && pinning.too_many.is_none() {
         return Vec::new();
     }
     let view = input.view_of(&input.object);
@@ -158,21 +187,35 @@ pub fn failure_violations(pinning: &Pinning, input: &Input) -> Vec<Violation> {
             .map(|c| format!("{}/image", c.path))
             .unwrap_or_default()
     };
-    pinning
+    let (action, remedy) = match pinning.failure_mode {
+        FailureMode::Deny => (Action::Deny, "pin the image by digest yourself, or fix the reference, the registry or its credentials"),
+        FailureMode::Allow => (Action::Warn, "left as written (imageResolution.failureMode: allow)"),
+    };
+    let finding = |path: String, msg: String| Violation {
+        policy: IMAGES_POLICY.to_string(),
+        action,
+        path,
+        msg,
+    };
+    let too_many = pinning.too_many.iter().map(|t| {
+        let first = t.images.first().map(String::as_str).unwrap_or_default();
+        finding(
+            path_of(first),
+            format!(
+                "the job has {} images without a digest, more than imageResolution.maxImagesPerReview ({}) lets one review look up, so none was looked up: pin some by digest yourself, or raise maxImagesPerReview in params.yaml{}",
+                t.images.len(),
+                t.limit,
+                match pinning.failure_mode {
+                    FailureMode::Deny => String::new(),
+                    FailureMode::Allow => format!("; {remedy}"),
+                },
+            ),
+        )
+    });
+    let failed = pinning
         .failures()
-        .map(|e| {
-            let (action, outcome) = match pinning.failure_mode {
-                FailureMode::Deny => (Action::Deny, "pin the image by digest yourself, or fix the reference, the registry or its credentials"),
-                FailureMode::Allow => (Action::Warn, "left as written (imageResolution.failureMode: allow)"),
-            };
-            Violation {
-                policy: IMAGES_POLICY.to_string(),
-                action,
-                path: path_of(e.image()),
-                msg: format!("{}; {outcome}", e.message()),
-            }
-        })
-        .collect()
+        .map(|e| finding(path_of(e.image()), format!("{}; {remedy}", e.message())));
+    too_many.chain(failed).collect()
 }
 
 /// `lib.pattern_matches` of policies/lib: a prefix, or a glob whose `*` matches any run of

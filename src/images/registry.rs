@@ -8,17 +8,22 @@
 //!
 //! # Guarantees
 //! - Bodies are read up to [`MAX_MANIFEST_BYTES`] (error answers up to [`MAX_ANSWER_BYTES`]),
-//!   never further; redirects are followed at most [`MAX_REDIRECTS`] times (the client's
-//!   policy, see [`super::resolver`]).
+//!   never further; redirects are followed here, not by the client, at most
+//!   [`MAX_REDIRECTS`] times and each only where [`Egress`] allows, checked before the
+//!   request is sent.
 //! - A body whose sha256 differs from the digest header is an error, never a digest.
-//! - Credentials go only to the registry (and its token realm); the client drops them on a
-//!   redirect to another host.
+//! - Credentials go only to the registry's origin and to its allowed token realm, never
+//!   across a redirect to another origin ([`Egress::authorizes`]).
+//! - An error answer's text never reaches the error: its HTTP status and OCI error codes do
+//!   ([`summarise_answer`]).
 
-use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
-use reqwest::{Method, Response, StatusCode};
+use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
+use tracing::info;
 
-use super::auth::{Challenge, TokenAnswer, TokenCache};
+use super::auth::{Challenge, TokenAnswer, TokenCache, MAX_TOKEN_BYTES};
 use super::credentials::Credential;
+use super::egress::{Egress, Refusal};
 use super::error::{Problem, ResolveError};
 use super::reference::{is_sha256_digest, Reference};
 
@@ -35,8 +40,8 @@ const DIGEST_HEADER: &str = "docker-content-digest";
 pub struct Lookup<'a> {
     pub http: &'a reqwest::Client,
     pub tokens: &'a TokenCache,
-    /// `https://host[:port]` (or `http://` for plain-HTTP registries).
-    pub base: String,
+    /// Where this lookup may send requests; its base is the registry.
+    pub egress: &'a Egress,
     pub credential: Option<&'a Credential>,
     /// The image as written in the job (for messages).
     pub image: &'a str,
@@ -48,6 +53,16 @@ enum Authorization {
     Anonymous,
     Basic(Credential),
     Bearer(String),
+}
+
+impl Authorization {
+    fn apply(&self, request: RequestBuilder) -> RequestBuilder {
+        match self {
+            Authorization::Anonymous => request,
+            Authorization::Basic(c) => request.basic_auth(&c.username, Some(&c.password)),
+            Authorization::Bearer(token) => request.bearer_auth(token),
+        }
+    }
 }
 
 impl Lookup<'_> {
@@ -72,7 +87,7 @@ impl Lookup<'_> {
             }
         }
         if !response.status().is_success() {
-            // HEAD answers carry no body: a GET brings the registry's explanation, or the
+            // HEAD answers carry no body: a GET brings the registry's error code, or the
             // manifest itself from a server that does not allow HEAD (405).
             return self.digest_of_body(&auth).await;
         }
@@ -109,23 +124,59 @@ impl Lookup<'_> {
         }
     }
 
+    /// The manifest request, `auth` sent to the registry's origin only.
     async fn send(&self, method: Method, auth: &Authorization) -> Result<Response, ResolveError> {
-        let url = format!(
-            "{}/v2/{}/manifests/{}",
-            self.base,
+        let path = format!(
+            "v2/{}/manifests/{}",
             self.reference.repository,
             self.reference.manifest_reference()
         );
-        let request = self
-            .http
-            .request(method, url)
-            .header(ACCEPT, MANIFEST_ACCEPT);
-        let request = match auth {
-            Authorization::Anonymous => request,
-            Authorization::Basic(c) => request.basic_auth(&c.username, Some(&c.password)),
-            Authorization::Bearer(token) => request.bearer_auth(token),
-        };
-        request.send().await.map_err(|e| self.transport(e))
+        let url = self
+            .egress
+            .base()
+            .join(&path)
+            .map_err(|_| self.bad(Problem::BadRedirect))?;
+        self.follow(url, |url, authorized| {
+            let request = self
+                .http
+                .request(method.clone(), url)
+                .header(ACCEPT, MANIFEST_ACCEPT);
+            if authorized {
+                auth.apply(request)
+            } else {
+                request
+            }
+        })
+        .await
+    }
+
+    /// Sends `build(url, authorized)` and follows redirects by hand: each target is checked
+    /// by [`Egress::redirect`] before anything is sent to it, and `authorized` is true only
+    /// while the chain stays on the origin it began at.
+    async fn follow(
+        &self,
+        start: Url,
+        build: impl Fn(Url, bool) -> RequestBuilder,
+    ) -> Result<Response, ResolveError> {
+        let mut url = start.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let authorized = Egress::authorizes(&start, &url);
+            let response = build(url.clone(), authorized)
+                .send()
+                .await
+                .map_err(|e| self.transport(e))?;
+            let Some(next) = redirect_target(&url, &response) else {
+                return Ok(response);
+            };
+            let next = next.ok_or_else(|| self.bad(Problem::BadRedirect))?;
+            self.egress
+                .redirect(&url, &next)
+                .map_err(|refusal| self.refused(refusal))?;
+            url = next;
+        }
+        Err(self.bad(Problem::Redirects {
+            limit: MAX_REDIRECTS,
+        }))
     }
 
     /// What to send after a 401, per its challenge.
@@ -154,35 +205,36 @@ impl Lookup<'_> {
                 Ok(Authorization::Bearer(token))
             }
             None => Err(self.bad(Problem::Challenge {
-                challenge: text.chars().take(200).collect(),
+                scheme: scheme_of(&text),
             })),
         }
     }
 
-    /// `GET realm?service&scope`, with Basic credentials when there are any.
+    /// `GET realm?service&scope`, with Basic credentials when there are any: the realm is
+    /// the registry's own host or one `authHosts` lists for it ([`Egress::realm`]).
     async fn fetch_token(
         &self,
         realm: &str,
         service: Option<&str>,
         scope: &str,
     ) -> Result<(String, std::time::Duration), ResolveError> {
-        let Ok(mut url) = reqwest::Url::parse(realm) else {
-            return Err(self.bad(Problem::Challenge {
-                challenge: format!(
-                    "realm {:?} is not a URL",
-                    realm.chars().take(200).collect::<String>()
-                ),
-            }));
-        };
+        let mut url = self
+            .egress
+            .realm(realm)
+            .map_err(|refusal| self.refused(refusal))?;
         url.query_pairs_mut().append_pair("scope", scope);
         if let Some(service) = service {
             url.query_pairs_mut().append_pair("service", service);
         }
-        let mut request = self.http.get(url);
-        if let Some(c) = self.credential {
-            request = request.basic_auth(&c.username, Some(&c.password));
-        }
-        let response = request.send().await.map_err(|e| self.transport(e))?;
+        let response = self
+            .follow(url, |url, authorized| {
+                let request = self.http.get(url);
+                match self.credential.filter(|_| authorized) {
+                    Some(c) => request.basic_auth(&c.username, Some(&c.password)),
+                    None => request,
+                }
+            })
+            .await?;
         let status = response.status();
         if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
             return Err(self.unauthorized());
@@ -191,7 +243,7 @@ impl Lookup<'_> {
             .await
             .map_err(|e| self.transport(e))?
             .unwrap_or_default();
-        serde_json::from_slice::<TokenAnswer>(&body)
+        let (token, lifetime) = serde_json::from_slice::<TokenAnswer>(&body)
             .ok()
             .filter(|_| status.is_success())
             .and_then(TokenAnswer::token)
@@ -199,7 +251,13 @@ impl Lookup<'_> {
                 self.bad(Problem::NoToken {
                     status: status.as_u16(),
                 })
-            })
+            })?;
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(self.bad(Problem::TokenTooLarge {
+                limit: MAX_TOKEN_BYTES,
+            }));
+        }
+        Ok((token, lifetime))
     }
 
     /// An error page, an HTML login page or a proxy's answer is never a manifest.
@@ -238,14 +296,31 @@ impl Lookup<'_> {
         let who = self
             .credential
             .map_or_else(|| "anonymous".to_string(), Credential::fingerprint);
-        TokenCache::key(&self.base, None, Some(&self.scope()), &who)
+        TokenCache::key(self.egress.base().as_str(), None, Some(&self.scope()), &who)
     }
 
+    /// The same error with or without credentials; whether there were any is logged here,
+    /// for the operator only.
     fn unauthorized(&self) -> ResolveError {
+        let had_credentials = self.credential.is_some();
+        info!(
+            image = self.image,
+            registry = %self.reference.registry,
+            had_credentials,
+            "registry refused the lookup as unauthorized"
+        );
         ResolveError::Unauthorized {
             image: self.image.to_string(),
             registry: self.reference.registry.clone(),
-            had_credentials: self.credential.is_some(),
+            had_credentials,
+        }
+    }
+
+    fn refused(&self, refusal: Refusal) -> ResolveError {
+        ResolveError::Egress {
+            image: self.image.to_string(),
+            registry: self.reference.registry.clone(),
+            refusal,
         }
     }
 
@@ -258,17 +333,41 @@ impl Lookup<'_> {
     }
 
     fn transport(&self, e: reqwest::Error) -> ResolveError {
-        if e.is_redirect() {
-            return self.bad(Problem::Redirects {
-                limit: MAX_REDIRECTS,
-            });
-        }
         ResolveError::Transport {
             image: self.image.to_string(),
             registry: self.reference.registry.clone(),
             source: e.without_url(),
         }
     }
+}
+
+/// The target of a redirect answer: `None` for any other answer, `Some(None)` when its
+/// `Location` is not a URL.
+fn redirect_target(url: &Url, response: &Response) -> Option<Option<Url>> {
+    let redirect = matches!(
+        response.status(),
+        StatusCode::MOVED_PERMANENTLY
+            | StatusCode::FOUND
+            | StatusCode::SEE_OTHER
+            | StatusCode::TEMPORARY_REDIRECT
+            | StatusCode::PERMANENT_REDIRECT
+    );
+    if !redirect {
+        return None;
+    }
+    let location = header(response.headers(), LOCATION.as_str())?;
+    Some(url.join(&location).ok())
+}
+
+/// The scheme of a challenge gangplank cannot answer, as letters only: the registry's text
+/// goes no further.
+fn scheme_of(challenge: &str) -> String {
+    challenge
+        .trim()
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .take(20)
+        .collect()
 }
 
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -310,8 +409,32 @@ async fn read_prefix(mut response: Response, limit: usize) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// The registry's `{"errors":[{code,message}]}` as `CODE: message; …`, or a short note on
-/// what else came back.
+/// Error codes of the OCI distribution spec and of distribution (docker) registries: the
+/// only words of an error answer that reach a message.
+const OCI_ERROR_CODES: [&str; 17] = [
+    "BLOB_UNKNOWN",
+    "BLOB_UPLOAD_INVALID",
+    "BLOB_UPLOAD_UNKNOWN",
+    "DIGEST_INVALID",
+    "MANIFEST_BLOB_UNKNOWN",
+    "MANIFEST_INVALID",
+    "MANIFEST_UNKNOWN",
+    "MANIFEST_UNVERIFIED",
+    "NAME_INVALID",
+    "NAME_UNKNOWN",
+    "SIZE_INVALID",
+    "TAG_INVALID",
+    "UNAUTHORIZED",
+    "DENIED",
+    "UNSUPPORTED",
+    "TOOMANYREQUESTS",
+    "UNKNOWN",
+];
+
+/// What an error answer was, in words that are not the answer's: the OCI error codes of
+/// `{"errors":[{code,…}]}` (from the closed set above), "an HTML page", or nothing. The
+/// body's text is never quoted: the host may not be a registry at all (a redirect, a
+/// misconfigured proxy), and the message goes back to whoever named the image.
 pub fn summarise_answer(content_type: &str, body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Errors {
@@ -320,39 +443,25 @@ pub fn summarise_answer(content_type: &str, body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Entry {
         code: Option<String>,
-        message: Option<String>,
     }
     if let Ok(Errors { errors }) = serde_json::from_slice::<Errors>(body) {
-        let parts: Vec<String> = errors
-            .into_iter()
-            .take(3)
-            .map(|e| match (e.code, e.message) {
-                (Some(c), Some(m)) => format!("{c}: {m}"),
-                (c, m) => c.or(m).unwrap_or_default(),
-            })
-            .collect();
-        return Some(clip(&parts.join("; ")));
+        let mut codes: Vec<&str> = Vec::new();
+        for entry in &errors {
+            let known = entry
+                .code
+                .as_deref()
+                .and_then(|c| OCI_ERROR_CODES.iter().find(|k| **k == c).copied())
+                .unwrap_or("an error code outside the OCI distribution spec");
+            if !codes.contains(&known) {
+                codes.push(known);
+            }
+        }
+        return (!codes.is_empty()).then(|| codes.join(", "));
     }
     if content_type.starts_with("text/html") || body.trim_ascii_start().starts_with(b"<") {
         return Some("an HTML page".to_string());
     }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    (!text.is_empty()).then(|| clip(text))
-}
-
-/// At most 200 characters, control characters blanked: a registry's text ends up in a
-/// denial message and a log line.
-fn clip(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(200)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if text.chars().nth(200).is_some() {
-        out.push('…');
-    }
-    out
+    None
 }
 
 #[cfg(test)]
@@ -360,19 +469,30 @@ mod tests {
     use super::summarise_answer;
 
     #[test]
-    fn summarises_registry_errors_html_and_text() {
+    fn summarises_error_answers_by_their_oci_codes_and_never_quotes_them() {
         let json = br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{"Tag":"v9"}}]}"#;
         assert_eq!(
             summarise_answer("application/json", json).as_deref(),
-            Some("MANIFEST_UNKNOWN: manifest unknown")
+            Some("MANIFEST_UNKNOWN")
+        );
+        let two = br#"{"errors":[{"code":"DENIED","message":"a"},{"code":"s3cr3t"},{"code":"x"}]}"#;
+        assert_eq!(
+            summarise_answer("application/json", two).as_deref(),
+            Some("DENIED, an error code outside the OCI distribution spec")
         );
         assert_eq!(
             summarise_answer("text/html", b"<html><body>login</body></html>").as_deref(),
             Some("an HTML page")
         );
-        let long = "x".repeat(5000);
-        let s = summarise_answer("text/plain", long.as_bytes()).unwrap_or_default();
-        assert!(s.chars().count() <= 201, "{}", s.len());
+        assert_eq!(summarise_answer("text/plain", b"AKIA-secret-key"), None);
         assert_eq!(summarise_answer("", b""), None);
+    }
+
+    #[test]
+    fn an_unanswerable_challenge_is_named_by_its_scheme_only() {
+        assert_eq!(
+            super::scheme_of(r#"Negotiate realm="http://169.254.169.254/secret""#),
+            "Negotiate"
+        );
     }
 }

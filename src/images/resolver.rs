@@ -16,9 +16,10 @@ use std::time::Duration;
 use super::auth::TokenCache;
 use super::cache::{Cache, Outcome, Ttls};
 use super::credentials::Keychain;
+use super::egress::Egress;
 use super::error::{ClientError, ResolveError};
 use super::reference::Reference;
-use super::registry::{Lookup, MAX_REDIRECTS};
+use super::registry::Lookup;
 use super::settings::Settings;
 
 /// Shared by every request; cheap to call concurrently.
@@ -111,12 +112,13 @@ impl Resolver {
                 source,
             })
         })?;
-        let scheme = if settings.plain_http(&reference.registry) {
-            "http"
-        } else {
-            "https"
-        };
-        let base = format!("{scheme}://{}", reference.api_host());
+        let egress = Egress::for_image(settings, &reference).map_err(|refusal| {
+            Arc::new(ResolveError::Egress {
+                image: image.to_string(),
+                registry: reference.registry.clone(),
+                refusal,
+            })
+        })?;
         let tokens = Arc::clone(&self.tokens);
         let budget = settings.budget;
         let owned_image = image.to_string();
@@ -124,7 +126,7 @@ impl Resolver {
             let lookup = Lookup {
                 http: &http,
                 tokens: &tokens,
-                base,
+                egress: &egress,
                 credential: credential.as_ref(),
                 image: &owned_image,
                 reference: &reference,
@@ -180,10 +182,11 @@ fn timeout(image: &str, budget: Duration) -> ResolveError {
 }
 
 /// rustls with the system's roots plus the CA bundle; no proxy from the environment (the
-/// webhook talks to registries directly), bounded redirects and time.
+/// webhook talks to registries directly), bounded time. Redirects are not followed by the
+/// client: [`Lookup`] follows them, each checked against the allowlists first.
 fn build_client(settings: &Settings) -> Result<reqwest::Client, ClientError> {
     let mut builder = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(settings.budget)
         .timeout(settings.budget)
         .user_agent(concat!("gangplank/", env!("CARGO_PKG_VERSION")))

@@ -40,6 +40,13 @@ pub enum LoadError {
     BadMetadata { path: PathBuf, detail: String },
     #[error("{message}")]
     Params { message: String },
+    /// Digest pinning that could be aimed anywhere: refused like a policy that does not
+    /// compile, so `serve` does not start with it and a reload keeps the previous set.
+    #[error("params.yaml imageResolution")]
+    ImageResolution {
+        #[source]
+        source: crate::images::settings::SettingsError,
+    },
     #[error("params.yaml configures policy {name:?}, which does not exist (policies: {known})")]
     UnknownPolicy { name: String, known: String },
     #[error("policy set fails on a sample job, so it would fail every request:\n{message}")]

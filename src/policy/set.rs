@@ -172,6 +172,11 @@ impl PolicySet {
             }
         }
         check_params_names(&sources)?;
+        if let Some(settings) = &sources.params.image_resolution {
+            settings
+                .check()
+                .map_err(|source| LoadError::ImageResolution { source })?;
+        }
         let mut policies = Vec::with_capacity(sources.policies.len());
         for p in &sources.policies {
             let (title, description, action, defaults) =

@@ -27,6 +27,10 @@ use case::{Case, CaseFile};
 
 /// One runnable test.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per test case, built once per suite run: its size costs nothing"
+)]
 pub enum TestCase {
     Rego {
         file: PathBuf,

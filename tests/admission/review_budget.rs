@@ -50,6 +50,7 @@ fn policies_pinning_from(dir: &std::path::Path, host: &str) {
         gangplank::policy::ParamsFile::parse(&text, "params.yaml").expect("params.yaml parses");
     params.image_resolution = Some(Settings {
         enabled: true,
+        allowed_registries: vec![host.to_string()],
         plain_http_registries: vec![host.to_string()],
         // Longer than the guard: the test opens the registry, not the resolver's clock.
         budget: Duration::from_secs(60),

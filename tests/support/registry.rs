@@ -401,6 +401,16 @@ async fn token(
     ([("content-type", "application/json")], body).into_response()
 }
 
+/// Resolution on, allowed to call only `host` (a registry on 127.0.0.1), over plain HTTP.
+pub fn settings_for_host(host: &str) -> gangplank::images::Settings {
+    gangplank::images::Settings {
+        enabled: true,
+        allowed_registries: vec![host.to_string()],
+        plain_http_registries: vec![host.to_string()],
+        ..gangplank::images::Settings::default()
+    }
+}
+
 /// A policy set: the shipped policies with `imageResolution` set to `settings`.
 pub fn policies_with(settings: gangplank::images::Settings) -> gangplank::policy::PolicySet {
     let mut sources =
@@ -420,6 +430,22 @@ pub fn job_with_images(master: &str, worker: &str) -> Value {
         "spec": {"pytorchReplicaSpecs": {
             "Master": {"replicas": 1, "template": template(master)},
             "Worker": {"replicas": 2, "template": template(worker)},
+        }},
+    })
+}
+
+/// A PyTorchJob whose Master runs one container per image.
+pub fn job_running(images: &[String]) -> Value {
+    let containers: Vec<Value> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+        .collect();
+    json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "many", "namespace": "team-a"},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": {"spec": {"containers": containers}}},
         }},
     })
 }
@@ -476,10 +502,8 @@ pub fn policies_dir_with(settings: &gangplank::images::Settings) -> tempfile::Te
 pub fn pinning_policies(registry: &Registry, dir: &std::path::Path) {
     write_policies_dir(
         &gangplank::images::Settings {
-            enabled: true,
-            plain_http_registries: vec![registry.host.clone()],
             budget: std::time::Duration::from_secs(2),
-            ..gangplank::images::Settings::default()
+            ..settings_for_host(&registry.host)
         },
         dir,
     );
@@ -517,4 +541,81 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), &target).expect("copy file");
         }
     }
+}
+
+/// One request a [`Recorder`] received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    /// Path and query.
+    pub uri: String,
+    /// The `Authorization` header, if one was sent.
+    pub authorization: Option<String>,
+}
+
+/// A stand-in host on 127.0.0.1 (a registry that misbehaves on purpose, or an internal
+/// endpoint such as a cloud metadata service) that answers every request with `answer` and
+/// records what it was asked.
+pub struct Recorder {
+    /// `127.0.0.1:PORT`.
+    pub host: String,
+    seen: Arc<std::sync::Mutex<Vec<Seen>>>,
+}
+
+impl Recorder {
+    /// Serves until the test's runtime ends.
+    pub async fn start<F>(answer: F) -> Recorder
+    where
+        F: Fn(&axum::http::Request<axum::body::Body>) -> axum::response::Response
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let host = listener.local_addr().expect("addr").to_string();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let app =
+            axum::Router::new().fallback(move |request: axum::http::Request<axum::body::Body>| {
+                let (answer, log) = (answer.clone(), Arc::clone(&log));
+                async move {
+                    let authorization = request
+                        .headers()
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    log.lock().expect("log").push(Seen {
+                        method: request.method().to_string(),
+                        uri: request.uri().to_string(),
+                        authorization,
+                    });
+                    answer(&request)
+                }
+            });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Recorder { host, seen }
+    }
+
+    /// Every request received so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("log").clone()
+    }
+
+    pub fn hits(&self) -> usize {
+        self.seen().len()
+    }
+}
+
+/// An answer: `status` with `headers` and `body`.
+pub fn answer(status: u16, headers: &[(&str, String)], body: &str) -> axum::response::Response {
+    let mut builder = axum::http::Response::builder().status(status);
+    for (name, value) in headers {
+        builder = builder.header(*name, value.as_str());
+    }
+    builder
+        .body(axum::body::Body::from(body.to_string()))
+        .expect("response")
 }
