@@ -8,7 +8,8 @@
 //! Table of contents, in the order `plan` consults them:
 //! - [`snapshot`]: [`JobSnapshot`], the job object parsed once (kind table row, replicas,
 //!   runPolicy, status); [`checks`]: its structural problems and the rules' (elastic, MPI).
-//! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts.
+//! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts, and
+//!   the [`Foreign`] objects holding names the job's own need.
 //! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image).
 //! - [`naming`]: names, labels, selectors and owner references of generated objects.
 //! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX).
@@ -69,7 +70,7 @@ pub mod watchdog;
 
 pub use action::{Action, DeleteReason, Event, EventType, NewPod, Plan};
 pub use config::{Config, GangScheduler, StuckAction};
-pub use observed::{ClusterFacts, LauncherRbac, Observed, QueueProblem, SshSecret};
+pub use observed::{ClusterFacts, Foreign, LauncherRbac, Observed, QueueProblem, SshSecret};
 pub use plan::plan;
 pub use snapshot::{JobSnapshot, SnapshotError};
 pub use status::{Condition, ConditionType, JobStatus, ReplicaStatus};

@@ -670,7 +670,10 @@ fn a_launcher_failing_before_the_workers_run_is_counted_and_explained() {
 fn objects_of_another_owner_block_the_pods_with_an_event() {
     let job = mpi_job(1);
     let observed = Observed {
-        foreign: strs(&["mnist-config", "mnist-ssh"]),
+        foreign: vec![
+            held("ConfigMap", "mnist-config", None),
+            held("Secret", "mnist-ssh", Some("MPIJob mnist")),
+        ],
         ..Observed::default()
     };
     let plan = job.plan(&observed, 0);
@@ -685,11 +688,15 @@ fn objects_of_another_owner_block_the_pods_with_an_event() {
         vec![
             (
                 "ErrResourceExists".to_string(),
-                "Resource \"mnist-config\" already exists and is not managed by MPIJob".to_string()
+                "Resource \"mnist-config\" already exists and is not managed by MPIJob: \
+                 ConfigMap with no controller"
+                    .to_string()
             ),
             (
                 "ErrResourceExists".to_string(),
-                "Resource \"mnist-ssh\" already exists and is not managed by MPIJob".to_string()
+                "Resource \"mnist-ssh\" already exists and is not managed by MPIJob: Secret \
+                 controlled by MPIJob mnist"
+                    .to_string()
             ),
         ]
     );

@@ -75,14 +75,20 @@ pub fn index_offset(job: &JobSnapshot, replica: &Replica) -> i32 {
 
 /// launcherCreationPolicy: `AtStartup` creates the launcher with the workers;
 /// `WaitForWorkersReady` only once every worker pod is Ready, so mpirun does not race sshd
-/// (mpi-operator #481, #443).
+/// (mpi-operator #481, #443). v1 (no such field) waits until every worker pod exists as the
+/// job's own: its Role grants exec only on workers observed (see [`kubexec::role_rules`]), and
+/// a worker name another workload holds never lets the launcher start.
 pub fn launcher_may_start(job: &JobSnapshot, workers: &[&Pod]) -> bool {
+    let expected = job.replica("Worker").map_or(0, |w| w.replicas);
+    let enough = |n: usize| usize::try_from(expected).is_ok_and(|e| n >= e);
+    if is_v1(job) {
+        let live = workers.iter().filter(|p| p.metadata.deletion_timestamp.is_none());
+        return enough(live.count());
+    }
     if job.mpi.launcher_creation_policy != "WaitForWorkersReady" {
         return true;
     }
-    let expected = job.replica("Worker").map_or(0, |w| w.replicas);
-    let ready = workers.iter().filter(|p| is_ready(p)).count();
-    usize::try_from(expected).is_ok_and(|n| ready >= n)
+    enough(workers.iter().filter(|p| is_ready(p)).count())
 }
 
 fn is_ready(pod: &Pod) -> bool {
