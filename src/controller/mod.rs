@@ -12,7 +12,9 @@
 //!   the [`Foreign`] objects holding names the job's own need.
 //! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image).
 //! - [`naming`]: names, labels, selectors and owner references of generated objects.
-//! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX).
+//! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX);
+//!   [`injected`]: the containers added to users' pods, their pinned images and
+//!   securityContext.
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
 //! - [`podgroup`]: Volcano and scheduler-plugins PodGroups (minResources summed with
 //!   [`crate::job::quantity`]).
@@ -48,6 +50,7 @@ pub mod elastic;
 pub mod env;
 pub mod expectations;
 pub mod hpa;
+pub mod injected;
 pub mod leader;
 pub mod metrics;
 pub mod mpi;

@@ -527,6 +527,16 @@ pub fn applied(job: &Job) -> Observed {
     settle(job, true)
 }
 
+/// Pod Security's `restricted` container fields, as the containers the controller injects
+/// carry them.
+pub fn restricted() -> Value {
+    json!({
+        "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+        "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"}, "readOnlyRootFilesystem": true,
+    })
+}
+
 /// An object of another owner holding `name`; `controller` as `<Kind> <name>`.
 pub fn held(kind: &str, name: &str, controller: Option<&str>) -> Foreign {
     Foreign {

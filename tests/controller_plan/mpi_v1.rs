@@ -325,6 +325,8 @@ fn launcher_gets_kubectl_its_account_and_the_kubexec_env() {
             "name": "kubectl-delivery",
             "image": "registry.example/kubectl-delivery@sha256:1",
             "imagePullPolicy": "IfNotPresent",
+            "command": ["cp", "/bin/kubectl", "/opt/kube/kubectl"],
+            "securityContext": restricted(),
             "env": [{"name": "TARGET_DIR", "value": "/opt/kube"}, {"name": "NAMESPACE", "value": "team-a"}],
             "volumeMounts": [{"name": "mpi-job-kubectl", "mountPath": "/opt/kube"},
                              {"name": "mpi-job-config", "mountPath": "/etc/mpi"}],
@@ -348,6 +350,27 @@ fn launcher_gets_kubectl_its_account_and_the_kubexec_env() {
                {"name": "mpi-job-config", "mountPath": "/etc/mpi"}])
     );
     assert_eq!(spec.get("hostname"), None, "no DNS names: kubectl exec");
+}
+
+/// By default kubectl comes from the Kubernetes project's kubectl image pinned by digest (not
+/// upstream's `kubeflow/kubectl-delivery:latest`), copied by a non-root, restricted container.
+#[test]
+fn kubectl_is_delivered_from_a_pinned_image_by_a_restricted_container() {
+    let plan = launcher_plan(&mpi_v1_job(1), &Config::default());
+    let pod = json!(created_pod(&plan, "mnist-launcher"));
+    let delivery = &pod["spec"]["initContainers"][0];
+    assert_eq!(
+        delivery["image"],
+        json!(
+            "registry.k8s.io/kubectl:v1.34.1@sha256:\
+             59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
+        )
+    );
+    assert_eq!(
+        delivery["command"],
+        json!(["cp", "/bin/kubectl", "/opt/kube/kubectl"])
+    );
+    assert_eq!(delivery["securityContext"], restricted());
 }
 
 #[test]
