@@ -207,26 +207,41 @@ impl Job {
 /// The cluster after `job`'s first plan was applied at time 0: its pods (Pending) and
 /// Services exist.
 pub fn created(job: &Job) -> Observed {
-    settle(job, false)
+    settle(job, false, &Config::default()).0
 }
 
 /// The cluster after the plans of `job` were applied one after another, each seeing what the
-/// ones before it created, until a plan adds nothing (a v1 MPIJob's launcher waits for its
-/// workers to exist: its second plan creates it). Pods are Pending; with `objects`, the MPI
-/// shared objects count too, else only pods and Services are kept.
-fn settle(job: &Job, objects: bool) -> Observed {
+/// ones before it created, until a plan adds nothing (an MPIJob's launcher waits for its
+/// workers to exist: its second plan creates it), and the actions of those plans in order.
+/// Pods are Pending and sorted by name (a cache has no order); with `objects`, the MPI shared
+/// objects count too, else only pods and Services are kept.
+fn settle(job: &Job, objects: bool, config: &Config) -> (Observed, Vec<Action>) {
     let mut observed = Observed::default();
+    let mut actions = Vec::new();
     // Each plan creates one more layer; three is the deepest (workers, then the launcher).
     for _ in 0..3 {
         let before = observed.clone();
-        for a in job.plan(&observed, 0).actions {
+        for a in job.plan_with(&observed, 0, config).actions {
+            actions.push(a.clone());
             apply(&mut observed, a, objects);
         }
+        observed.pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         if observed == before {
             break;
         }
     }
-    observed
+    (observed, actions)
+}
+
+impl Job {
+    /// The creates of the plans that bring `job` up (see [`settle`]), as one plan's actions:
+    /// where a test reads a pod that only a later plan creates.
+    pub fn settled_plan(&self, config: &Config) -> Plan {
+        Plan {
+            actions: settle(self, true, config).1,
+            ..Plan::default()
+        }
+    }
 }
 
 /// `observed` after `plan` was applied (pods Pending, the MPI shared objects kept).
@@ -524,7 +539,7 @@ pub fn name(n: &Option<String>) -> String {
 /// What the plans of an MPIJob created, as applied: pods (Pending), Services, the
 /// ConfigMap and the version's own objects (v2beta1's Secret, v1's launcher RBAC).
 pub fn applied(job: &Job) -> Observed {
-    settle(job, true)
+    settle(job, true, &Config::default()).0
 }
 
 /// Pod Security's `restricted` container fields, as the containers the controller injects

@@ -25,12 +25,6 @@ fn meta(name: &str) -> Value {
         "ownerReferences": owner})
 }
 
-/// The plan that creates the launcher: the one after the workers exist.
-fn launcher_plan(job: &Job, config: &Config) -> Plan {
-    let workers = created(job).without_pod("mnist-launcher");
-    job.plan_with(&workers, 0, config)
-}
-
 #[test]
 fn all_resources_are_created_in_order_and_no_services() {
     let job = mpi_v1_job(2);
@@ -298,7 +292,7 @@ fn launcher_gets_kubectl_its_account_and_the_kubexec_env() {
         mpi_kubectl_delivery_image: "registry.example/kubectl-delivery@sha256:1".into(),
         ..Config::default()
     };
-    let plan = launcher_plan(&job, &config);
+    let plan = job.settled_plan(&config);
     let pod = json!(created_pod(&plan, "mnist-launcher"));
     let spec = &pod["spec"];
     assert_eq!(spec["serviceAccountName"], json!("mnist-launcher"));
@@ -356,7 +350,7 @@ fn launcher_gets_kubectl_its_account_and_the_kubexec_env() {
 /// upstream's `kubeflow/kubectl-delivery:latest`), copied by a non-root, restricted container.
 #[test]
 fn kubectl_is_delivered_from_a_pinned_image_by_a_restricted_container() {
-    let plan = launcher_plan(&mpi_v1_job(1), &Config::default());
+    let plan = mpi_v1_job(1).settled_plan(&Config::default());
     let pod = json!(created_pod(&plan, "mnist-launcher"));
     let delivery = &pod["spec"]["initContainers"][0];
     assert_eq!(
@@ -379,7 +373,7 @@ fn a_gpu_launcher_keeps_the_nvidia_variables() {
         "/spec/mpiReplicaSpecs/Launcher/template/spec/containers/0/resources",
         json!({"limits": {"nvidia.com/gpu": 1}}),
     );
-    let plan = launcher_plan(&job, &Config::default());
+    let plan = job.settled_plan(&Config::default());
     let vars = env(created_pod(&plan, "mnist-launcher"), "mpi");
     assert!(!vars.iter().any(|v| v.starts_with("NVIDIA_")), "{vars:?}");
 }
@@ -524,7 +518,7 @@ fn the_legacy_clean_pod_policy_applies_unless_run_policy_sets_one() {
     };
     assert_eq!(
         finished(mpi_v1_job(1).set("/spec/cleanPodPolicy", json!("All"))),
-        strs(&["mnist-worker-0", "mnist-launcher"])
+        strs(&["mnist-launcher", "mnist-worker-0"])
     );
     assert_eq!(
         finished(

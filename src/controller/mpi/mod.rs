@@ -73,22 +73,22 @@ pub fn index_offset(job: &JobSnapshot, replica: &Replica) -> i32 {
     i32::from(shifted)
 }
 
-/// launcherCreationPolicy: `AtStartup` creates the launcher with the workers;
-/// `WaitForWorkersReady` only once every worker pod is Ready, so mpirun does not race sshd
-/// (mpi-operator #481, #443). v1 (no such field) waits until every worker pod exists as the
-/// job's own: its Role grants exec only on workers observed (see [`kubexec::role_rules`]), and
-/// a worker name another workload holds never lets the launcher start.
+/// Whether the launcher may be created: once every worker pod exists as the job's own (a
+/// create that found a worker's name held by another workload never lets it start; v1's Role
+/// grants exec only on workers observed, see [`kubexec::role_rules`]), which for
+/// launcherCreationPolicy `AtStartup` is all (upstream creates the workers, then the launcher,
+/// in one pass; here the launcher follows as soon as the cache shows them), and for
+/// `WaitForWorkersReady` once every worker pod is Ready too, so mpirun does not race sshd
+/// (mpi-operator #481, #443).
 pub fn launcher_may_start(job: &JobSnapshot, workers: &[&Pod]) -> bool {
     let expected = job.replica("Worker").map_or(0, |w| w.replicas);
     let enough = |n: usize| usize::try_from(expected).is_ok_and(|e| n >= e);
-    if is_v1(job) {
-        let live = workers.iter().filter(|p| p.metadata.deletion_timestamp.is_none());
-        return enough(live.count());
+    let live = workers.iter().filter(|p| p.metadata.deletion_timestamp.is_none());
+    if !enough(live.count()) {
+        return false;
     }
-    if job.mpi.launcher_creation_policy != "WaitForWorkersReady" {
-        return true;
-    }
-    enough(workers.iter().filter(|p| is_ready(p)).count())
+    job.mpi.launcher_creation_policy != "WaitForWorkersReady"
+        || enough(workers.iter().filter(|p| is_ready(p)).count())
 }
 
 fn is_ready(pod: &Pod) -> bool {
