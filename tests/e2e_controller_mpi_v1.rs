@@ -285,7 +285,11 @@ async fn a_launcher_cannot_exec_into_a_same_named_pytorchjobs_pods() {
     let _pytorch = Controller::start(
         control_plane,
         "controller-pytorch-same-name",
-        &["--kinds=PyTorchJob", "--leader-elect=false", "--gang-scheduler="],
+        &[
+            "--kinds=PyTorchJob",
+            "--leader-elect=false",
+            "--gang-scheduler=",
+        ],
     );
     let pytorch = support::jobs::pytorch_job("train", 1);
     jobs::create(&client, &ns, &pytorch, false)
@@ -303,7 +307,12 @@ async fn a_launcher_cannot_exec_into_a_same_named_pytorchjobs_pods() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     // Until the MPIJob reports the names held, or (as before) its launcher exists.
     let created = support::wait_for("the MPIJob's verdict", Duration::from_secs(30), || async {
-        if pods.get_opt("train-launcher").await.map_err(|e| e.to_string())?.is_some() {
+        if pods
+            .get_opt("train-launcher")
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
             return Ok(None);
         }
         let job = serde_json::to_value(api.get("train").await.map_err(|e| e.to_string())?)
@@ -328,10 +337,18 @@ async fn a_launcher_cannot_exec_into_a_same_named_pytorchjobs_pods() {
     assert!(note.contains("PyTorchJob train"), "{note}");
 
     let all = pods.list(&ListParams::default()).await.expect("pods");
-    let names: Vec<String> = all.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    let names: Vec<String> = all
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
     assert_eq!(names, theirs, "no launcher, no pod of the MPIJob's");
     let roles: Api<Role> = Api::namespaced(client.clone(), &ns);
-    if let Some(role) = roles.get_opt("train-launcher").await.expect("read the Role") {
+    if let Some(role) = roles
+        .get_opt("train-launcher")
+        .await
+        .expect("read the Role")
+    {
         let rules = json!(role.rules);
         for pod in theirs {
             assert!(!rules.to_string().contains(pod), "{rules}");

@@ -415,9 +415,9 @@ impl<'a> Planner<'a> {
             self.job_ref(),
             names.join(", ")
         );
-        let changed =
-            self.status
-                .set_condition(ConditionType::Created, true, held, msg, self.now);
+        let changed = self
+            .status
+            .set_condition(ConditionType::Created, true, held, msg, self.now);
         if changed {
             for f in foreign {
                 let msg = format!(

@@ -225,7 +225,9 @@ fn settle(job: &Job, objects: bool, config: &Config) -> (Observed, Vec<Action>) 
             actions.push(a.clone());
             apply(&mut observed, a, objects);
         }
-        observed.pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        observed
+            .pods
+            .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         if observed == before {
             break;
         }

@@ -261,7 +261,11 @@ fn worker_names_another_workload_holds_stop_the_launcher_and_its_exec_rights() {
     );
     assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(30)));
     let role = observed.launcher_rbac.role.clone().and_then(|r| r.rules);
-    assert_eq!(json!(role).as_array().map(Vec::len), Some(1), "no exec rule");
+    assert_eq!(
+        json!(role).as_array().map(Vec::len),
+        Some(1),
+        "no exec rule"
+    );
 
     let again = job.with_status_of(&plan).plan(&observed, 31);
     assert!(again.events.is_empty(), "said once, not every look");

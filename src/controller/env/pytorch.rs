@@ -8,8 +8,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{host, port, port_of, var};
 use crate::controller::config::Config;
-use crate::controller::injected;
 use crate::controller::elastic;
+use crate::controller::injected;
 use crate::controller::snapshot::{ElasticPolicy, JobSnapshot, Replica};
 use crate::job::kinds::Role;
 

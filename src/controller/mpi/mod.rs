@@ -83,7 +83,9 @@ pub fn index_offset(job: &JobSnapshot, replica: &Replica) -> i32 {
 pub fn launcher_may_start(job: &JobSnapshot, workers: &[&Pod]) -> bool {
     let expected = job.replica("Worker").map_or(0, |w| w.replicas);
     let enough = |n: usize| usize::try_from(expected).is_ok_and(|e| n >= e);
-    let live = workers.iter().filter(|p| p.metadata.deletion_timestamp.is_none());
+    let live = workers
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none());
     if !enough(live.count()) {
         return false;
     }
