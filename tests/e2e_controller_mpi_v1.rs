@@ -277,7 +277,8 @@ async fn a_config_map_of_another_owner_is_never_adopted() {
 /// for done, its launcher started, and its Role granted exec on `train-worker-0` and
 /// `train-worker-1` by name: the PyTorchJob's pods, entered with the launcher's token. Now
 /// the MPIJob says which pods hold its names and who owns them, starts no launcher, and its
-/// launcher's ServiceAccount may exec into none of them (asked of the apiserver's RBAC).
+/// launcher's ServiceAccount may exec into none of them (asked of the apiserver's RBAC); an
+/// MPIJob of another name beside them runs as usual.
 async fn a_launcher_cannot_exec_into_a_same_named_pytorchjobs_pods() {
     let control_plane = controller();
     let client = control_plane.client().await;
@@ -361,6 +362,32 @@ async fn a_launcher_cannot_exec_into_a_same_named_pytorchjobs_pods() {
             "{launcher} may exec into {pod}"
         );
     }
+
+    // The controller goes on with the rest: another MPIJob beside them runs, and its
+    // launcher may exec into its own workers only.
+    mpi["metadata"]["name"] = json!("other");
+    jobs::create(&client, &ns, &mpi, false)
+        .await
+        .expect("second MPIJob created");
+    let names = wait_pods(&client, &ns, "other", 3).await;
+    assert_eq!(
+        names,
+        ["other-launcher", "other-worker-0", "other-worker-1"]
+    );
+    let other = format!("system:serviceaccount:{ns}:other-launcher");
+    // The apiserver's authorizer reads Roles from its own cache: wait for the grant.
+    support::wait_for(
+        "exec into other-worker-0",
+        Duration::from_secs(10),
+        || async {
+            match may_exec(&client, &other, &ns, "other-worker-0").await {
+                true => Ok(()),
+                false => Err(format!("{other} may not exec into other-worker-0")),
+            }
+        },
+    )
+    .await;
+    assert!(!may_exec(&client, &other, &ns, "train-worker-0").await);
 }
 
 /// Whether `user` may create `pods/exec` on `pod` in `ns`, as the apiserver's authorizer
