@@ -29,6 +29,7 @@ e2e_suite!(
         the_metrics_count_reconciles_and_transitions_by_kind,
         an_elastic_job_scaled_through_its_scale_subresource_follows,
         the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd,
+        a_tfjob_named_like_a_pytorchjob_takes_none_of_its_pods_or_services,
     ]
 );
 
@@ -553,5 +554,62 @@ async fn the_upstream_mpi_pi_example_runs_on_gangplanks_own_crd() {
         ),
         (json!(false), json!("AtStartup"), json!("OpenMPI")),
         "the CRD's defaults"
+    );
+}
+
+/// Issue 32, item 3, for every kind: a TFJob `train` beside a running PyTorchJob `train` (both
+/// name a pod and a Service `train-worker-0`). The TFJob's creates get 409 AlreadyExists;
+/// before, it took them for its own. Now it reads them, finds the PyTorchJob as their
+/// controller, names them on its Created condition (reason TFJobResourceExists), and leaves
+/// them as they were: the PyTorchJob's pod and Service keep their owner and selector.
+async fn a_tfjob_named_like_a_pytorchjob_takes_none_of_its_pods_or_services() {
+    let t = setup("same-name").await;
+    t.create(&job("train", 1)).await;
+    wait_pods(&t.client, &t.ns, "train", 2).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(t.client.clone(), &t.ns);
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(t.client.clone(), &t.ns);
+    let theirs = pods
+        .get("train-worker-0")
+        .await
+        .expect("the PyTorchJob's pod");
+
+    let worker = json!({"replicas": 2, "restartPolicy": "Never", "template": {"spec": {
+        "containers": [{"name": "tensorflow", "image": jobs::IMAGE}]}}});
+    let tf = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "train"},
+        "spec": {"tfReplicaSpecs": {"Worker": worker}},
+    });
+    t.create(&tf).await;
+    let api = jobs::api_for(&t.client, &t.ns, &tf);
+    let created = support::wait_for("the TFJob's verdict", Duration::from_secs(30), || async {
+        let job = serde_json::to_value(api.get("train").await.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        jobs::true_condition(&job, "Created")
+            .filter(|c| c["reason"] == "TFJobResourceExists")
+            .ok_or_else(|| format!("{:#}\n{}", job["status"], controller_log(&t.ns)))
+    })
+    .await;
+    let message = created["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("train-worker-0 (controlled by PyTorchJob train)"),
+        "{message}"
+    );
+
+    let kept = pods.get("train-worker-0").await.expect("pod");
+    assert_eq!(kept.metadata.uid, theirs.metadata.uid, "the same pod");
+    assert_eq!(
+        kept.metadata.owner_references,
+        theirs.metadata.owner_references
+    );
+    let service = services.get("train-worker-0").await.expect("service");
+    let selector = service.spec.and_then(|s| s.selector).unwrap_or_default();
+    assert_eq!(
+        selector
+            .get("training.kubeflow.org/operator-name")
+            .map(String::as_str),
+        Some("pytorchjob-controller"),
+        "the PyTorchJob's Service, untouched"
     );
 }

@@ -3,12 +3,16 @@
 //! the upstream example `tensorflow-mnist` gets its ConfigMap (hostfile, kubexec.sh), the
 //! launcher's ServiceAccount, Role and RoleBinding, sleeping workers and a launcher with
 //! kubectl delivered, and runs to Succeeded when its launcher does; a hand-deleted or
-//! hand-edited ConfigMap comes back as it should be, once.
+//! hand-edited ConfigMap comes back as it should be, once; and an MPIJob named like a
+//! PyTorchJob gets no exec right into that job's pods.
 
 mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -24,6 +28,7 @@ e2e_suite!(
         every_upstream_v1_example_reaches_its_pods,
         a_deleted_or_edited_config_map_is_repaired_not_duplicated,
         a_config_map_of_another_owner_is_never_adopted,
+        a_launcher_cannot_exec_into_a_same_named_pytorchjobs_pods,
     ],
     support::corpus_requirement
 );
@@ -264,4 +269,154 @@ async fn a_config_map_of_another_owner_is_never_adopted() {
     .await
     .expect("nudge");
     wait_pods(&client, &ns, "tensorflow-mnist", 3).await;
+}
+
+/// Issue 32, item 3. A PyTorchJob `train` runs (its pods `train-master-0`, `train-worker-0`,
+/// `train-worker-1` made by gangplank's PyTorchJob controller); then an MPIJob v1 `train`
+/// arrives, whose workers would have the same names. Before, its worker creates took the 409
+/// for done, its launcher started, and its Role granted exec on `train-worker-0` and
+/// `train-worker-1` by name: the PyTorchJob's pods, entered with the launcher's token. Now
+/// the MPIJob says which pods hold its names and who owns them, starts no launcher, and its
+/// launcher's ServiceAccount may exec into none of them (asked of the apiserver's RBAC); an
+/// MPIJob of another name beside them runs as usual.
+async fn a_launcher_cannot_exec_into_a_same_named_pytorchjobs_pods() {
+    let control_plane = controller();
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("mpi-v1-same-name").await;
+    let _pytorch = Controller::start(
+        control_plane,
+        "controller-pytorch-same-name",
+        &[
+            "--kinds=PyTorchJob",
+            "--leader-elect=false",
+            "--gang-scheduler=",
+        ],
+    );
+    let pytorch = support::jobs::pytorch_job("train", 1);
+    jobs::create(&client, &ns, &pytorch, false)
+        .await
+        .expect("PyTorchJob created");
+    let theirs = ["train-master-0", "train-worker-0", "train-worker-1"];
+    assert_eq!(wait_pods(&client, &ns, "train", 3).await, theirs);
+
+    let mut mpi = example("tensorflow-mnist.yaml");
+    mpi["metadata"]["name"] = json!("train");
+    jobs::create(&client, &ns, &mpi, false)
+        .await
+        .expect("MPIJob created");
+    let api = jobs::api_for(&client, &ns, &mpi);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    // Until the MPIJob reports the names held, or (as before) its launcher exists.
+    let created = support::wait_for("the MPIJob's verdict", Duration::from_secs(30), || async {
+        if pods
+            .get_opt("train-launcher")
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        let job = serde_json::to_value(api.get("train").await.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        jobs::true_condition(&job, "Created")
+            .filter(|c| c["reason"] == "MPIJobResourceExists")
+            .map(Some)
+            .ok_or_else(|| format!("{:#}", job["status"]))
+    })
+    .await;
+    let Some(created) = created else {
+        panic!("the MPIJob started a launcher beside another job's workers");
+    };
+    let message = created["message"].as_str().unwrap_or_default();
+    for worker in ["train-worker-0", "train-worker-1"] {
+        assert!(
+            message.contains(&format!("Pod {worker} (controlled by PyTorchJob train)")),
+            "{message}"
+        );
+    }
+    let note = jobs::wait_event(&client, &ns, "ErrResourceExists").await;
+    assert!(note.contains("PyTorchJob train"), "{note}");
+
+    let all = pods.list(&ListParams::default()).await.expect("pods");
+    let names: Vec<String> = all
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names, theirs, "no launcher, no pod of the MPIJob's");
+    let roles: Api<Role> = Api::namespaced(client.clone(), &ns);
+    if let Some(role) = roles
+        .get_opt("train-launcher")
+        .await
+        .expect("read the Role")
+    {
+        let rules = json!(role.rules);
+        for pod in theirs {
+            assert!(!rules.to_string().contains(pod), "{rules}");
+        }
+    }
+    let launcher = format!("system:serviceaccount:{ns}:train-launcher");
+    for pod in theirs {
+        assert!(
+            !may_exec(&client, &launcher, &ns, pod).await,
+            "{launcher} may exec into {pod}"
+        );
+    }
+
+    // The controller goes on with the rest: another MPIJob beside them runs, and its
+    // launcher may exec into its own workers only.
+    mpi["metadata"]["name"] = json!("other");
+    jobs::create(&client, &ns, &mpi, false)
+        .await
+        .expect("second MPIJob created");
+    let names = wait_pods(&client, &ns, "other", 3).await;
+    assert_eq!(
+        names,
+        ["other-launcher", "other-worker-0", "other-worker-1"]
+    );
+    let other = format!("system:serviceaccount:{ns}:other-launcher");
+    // The apiserver's authorizer reads Roles from its own cache: wait for the grant.
+    support::wait_for(
+        "exec into other-worker-0",
+        Duration::from_secs(10),
+        || async {
+            match may_exec(&client, &other, &ns, "other-worker-0").await {
+                true => Ok(()),
+                false => Err(format!("{other} may not exec into other-worker-0")),
+            }
+        },
+    )
+    .await;
+    assert!(!may_exec(&client, &other, &ns, "train-worker-0").await);
+}
+
+/// Whether `user` may create `pods/exec` on `pod` in `ns`, as the apiserver's authorizer
+/// answers a SubjectAccessReview (`kubectl auth can-i create pods/exec --as=...`).
+async fn may_exec(client: &kube::Client, user: &str, ns: &str, pod: &str) -> bool {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_string()),
+            groups: Some(vec![
+                "system:serviceaccounts".to_string(),
+                format!("system:serviceaccounts:{ns}"),
+                "system:authenticated".to_string(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.to_string()),
+                verb: Some("create".to_string()),
+                resource: Some("pods".to_string()),
+                subresource: Some("exec".to_string()),
+                name: Some(pod.to_string()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = api
+        .create(&Default::default(), &review)
+        .await
+        .expect("SubjectAccessReview");
+    answer.status.is_some_and(|s| s.allowed)
 }

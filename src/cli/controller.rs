@@ -43,17 +43,19 @@ pub struct ControllerOptions {
     /// whole gang (counted against backoffLimit).
     #[arg(long, value_enum, default_value = "fail", env = "GANGPLANK_ON_STUCK")]
     pub on_stuck: OnStuck,
-    /// Image of the init container that makes PyTorch workers wait for the master's DNS name.
+    /// Image of the init container that makes PyTorch workers wait for the master's DNS name
+    /// (it runs `sh -c` with `seq`, `nslookup` and `sleep`, as user 65532).
     #[arg(
         long,
-        default_value = "alpine:3.10",
+        default_value = crate::controller::injected::PYTORCH_INIT_IMAGE,
         env = "GANGPLANK_PYTORCH_INIT_IMAGE"
     )]
     pub pytorch_init_image: String,
-    /// Image of the init container that copies kubectl into a v1 MPIJob's launcher.
+    /// Image of the init container that copies kubectl into a v1 MPIJob's launcher (it runs
+    /// `cp /bin/kubectl /opt/kube/kubectl` as user 65532).
     #[arg(
         long,
-        default_value = "kubeflow/kubectl-delivery:latest",
+        default_value = crate::controller::injected::KUBECTL_DELIVERY_IMAGE,
         env = "GANGPLANK_MPI_KUBECTL_DELIVERY_IMAGE"
     )]
     pub mpi_kubectl_delivery_image: String,

@@ -2,8 +2,12 @@
 //! creates at once), stopping at the first error (the next reconcile plans again from what
 //! did happen).
 //!
-//! Creates are idempotent: 409 AlreadyExists means the watch cache is behind, not that
-//! anything is wrong. Deletes of what is already gone (404) are done too.
+//! Creates are idempotent: 409 AlreadyExists on an object the job controls means the watch
+//! cache is behind, not that anything is wrong. A 409 on a pod, Service, or an MPIJob's
+//! ConfigMap, ServiceAccount, Role or RoleBinding reads the object: one the job does not
+//! control is [`Foreign`], reported to the caller, never taken for the job's own (the caches
+//! select by operator label, so another workload's pod of the same name is only seen here).
+//! Deletes of what is already gone (404) are done too.
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use std::collections::BTreeMap;
@@ -16,6 +20,7 @@ use serde_json::{json, Value};
 
 use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
 use super::observe::pod_group_resource;
+use super::observed::{controlled_by, Foreign};
 use super::snapshot::JobSnapshot;
 use super::ssh_key;
 use super::{Action, NewPod};
@@ -33,13 +38,15 @@ pub struct ApplyError {
     pub source: kube::Error,
 }
 
-/// Applies `actions` for `job` (whose API resource is `resource`) in order.
+/// Applies `actions` for `job` (whose API resource is `resource`) in order. Returns the
+/// objects of other owners its creates found holding their names; the actions after the
+/// batch that found them are not applied (the caller plans again, knowing them).
 pub async fn apply(
     client: &kube::Client,
     resource: &ApiResource,
     job: &JobSnapshot,
     actions: &[Action],
-) -> Result<(), ApplyError> {
+) -> Result<Vec<Foreign>, ApplyError> {
     // Pods and Services of one gang do not depend on one another: a run of creates goes out
     // at once (a gang of 64 pods is 128 writes, which one after another would take the
     // reconcile seconds). Everything else keeps the plan's order.
@@ -57,22 +64,31 @@ pub async fn apply(
                 .map(|action| apply_one(client, resource, job, action)),
         )
         .await;
-        results.into_iter().collect::<Result<Vec<()>, _>>()?;
+        let held: Vec<Foreign> = results
+            .into_iter()
+            .collect::<Result<Vec<Option<Foreign>>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        if !held.is_empty() {
+            return Ok(held);
+        }
         rest = after;
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
 fn is_create(action: &Action) -> bool {
     matches!(action, Action::CreatePod(_) | Action::CreateService(_))
 }
 
+/// One action; `Some` when a create found its name held by another owner's object.
 async fn apply_one(
     client: &kube::Client,
     resource: &ApiResource,
     job: &JobSnapshot,
     action: &Action,
-) -> Result<(), ApplyError> {
+) -> Result<Option<Foreign>, ApplyError> {
     let ns = job.namespace.as_str();
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
@@ -91,10 +107,10 @@ async fn apply_one(
     let (what, name, result) = match action {
         Action::CreatePod(new) => {
             let (name, result) = match new.scheduling_group {
-                None => create_in(client, ns, &new.pod).await,
-                Some(_) => create_grouped_pod(client, ns, new).await,
+                None => create_in(client, job, &new.pod).await,
+                Some(_) => create_grouped_pod(client, job, new).await,
             };
-            ("create pod", name, result)
+            return checked("create pod", name, result);
         }
         Action::DeletePod { name, .. } => {
             let result = pods
@@ -104,8 +120,8 @@ async fn apply_one(
             ("delete pod", name.clone(), gone_ok(result))
         }
         Action::CreateService(service) => {
-            let (name, result) = create_in(client, ns, &**service).await;
-            ("create service", name, result)
+            let (name, result) = create_in(client, job, &**service).await;
+            return checked("create service", name, result);
         }
         Action::DeleteService { name, .. } => {
             let result = services.delete(name, &DeleteParams::background()).await;
@@ -142,8 +158,10 @@ async fn apply_one(
             ("delete podgroup", name.clone(), gone_ok(result))
         }
         Action::CreateHpa(hpa) => {
-            let (name, result) = create_in(client, ns, &**hpa).await;
-            ("create hpa", name, result)
+            // Another owner's HPA of that name is left alone, as `observe` leaves it: an
+            // elastic job without its HPA still runs, at its replicas.
+            let (name, result) = create_in(client, job, &**hpa).await;
+            ("create hpa", name, result.map(drop))
         }
         Action::UpdateHpa { name, spec } => {
             let patch = json!({ "spec": spec });
@@ -155,8 +173,8 @@ async fn apply_one(
             ("delete hpa", name.clone(), gone_ok(result.map(drop)))
         }
         Action::CreateConfigMap(config_map) => {
-            let (name, result) = create_in(client, ns, &**config_map).await;
-            ("create configmap", name, result)
+            let (name, result) = create_in(client, job, &**config_map).await;
+            return checked("create configmap", name, result);
         }
         Action::UpdateConfigMap { name, data } => {
             let patch = json!({ "data": data });
@@ -186,12 +204,12 @@ async fn apply_one(
             ("repair ssh secret", name.clone(), result)
         }
         Action::CreateServiceAccount(account) => {
-            let (name, result) = create_in(client, ns, &**account).await;
-            ("create serviceaccount", name, result)
+            let (name, result) = create_in(client, job, &**account).await;
+            return checked("create serviceaccount", name, result);
         }
         Action::CreateRole(role) => {
-            let (name, result) = create_in(client, ns, &**role).await;
-            ("create role", name, result)
+            let (name, result) = create_in(client, job, &**role).await;
+            return checked("create role", name, result);
         }
         Action::UpdateRole { name, rules } => {
             let api: Api<Role> = Api::namespaced(client.clone(), ns);
@@ -200,8 +218,8 @@ async fn apply_one(
             ("update role", name.clone(), result.map(drop))
         }
         Action::CreateRoleBinding(binding) => {
-            let (name, result) = create_in(client, ns, &**binding).await;
-            ("create rolebinding", name, result)
+            let (name, result) = create_in(client, job, &**binding).await;
+            return checked("create rolebinding", name, result);
         }
         Action::DeleteJob => {
             // Background: the job goes now, its pods and Services after it by owner reference.
@@ -214,6 +232,15 @@ async fn apply_one(
             ("annotate job", job.name.clone(), result.map(drop))
         }
     };
+    checked(what, name, result.map(|()| None))
+}
+
+/// `result` of action `what` on `name`, its error with that context.
+fn checked(
+    what: &'static str,
+    name: String,
+    result: Result<Option<Foreign>, kube::Error>,
+) -> Result<Option<Foreign>, ApplyError> {
     result.map_err(|source| ApplyError {
         action: what,
         name,
@@ -222,29 +249,35 @@ async fn apply_one(
 }
 
 /// A pod with fields the typed [`Pod`] cannot carry (`spec.schedulingGroup`), sent as JSON;
-/// 409 AlreadyExists counts as done, as in [`create_in`].
+/// a 409 AlreadyExists is judged as in [`create_in`].
 async fn create_grouped_pod(
     client: &kube::Client,
-    ns: &str,
+    job: &JobSnapshot,
     new: &NewPod,
-) -> (String, Result<(), kube::Error>) {
+) -> (String, Result<Option<Foreign>, kube::Error>) {
     let name = new.pod.metadata.name.clone().unwrap_or_default();
     let object = new
         .to_json()
         .and_then(serde_json::from_value::<DynamicObject>);
     let result = match object {
         Ok(object) => {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Pod>(&()));
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                &job.namespace,
+                &ApiResource::erase::<Pod>(&()),
+            );
             let params = PostParams {
                 field_manager: Some(FIELD_MANAGER.to_string()),
                 ..PostParams::default()
             };
-            api.create(&params, &object).await.map(drop)
+            match api.create(&params, &object).await {
+                Err(e) if is_conflict(&e) => holder(&api, "Pod", &name, job).await,
+                other => other.map(|_| None),
+            }
         }
         Err(e) => Err(kube::Error::SerdeError(e)),
     };
-    (name, exists_ok(result))
+    (name, result)
 }
 
 fn pod_groups(client: &kube::Client, ns: &str, api_version: &str) -> Api<DynamicObject> {
@@ -281,13 +314,13 @@ fn with_new_key(secret: &Secret) -> Result<Secret, rcgen::Error> {
     })
 }
 
-/// Creates `object` in `ns`: its name, and the result with 409 AlreadyExists counted as
-/// done (the watch cache was behind).
+/// Creates `object` in the job's namespace: its name, and the other owner's object found
+/// holding that name, if a 409 AlreadyExists shows one (see [`holder`]).
 async fn create_in<K>(
     client: &kube::Client,
-    ns: &str,
+    job: &JobSnapshot,
     object: &K,
-) -> (String, Result<(), kube::Error>)
+) -> (String, Result<Option<Foreign>, kube::Error>)
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -295,18 +328,45 @@ where
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let api: Api<K> = Api::namespaced(client.clone(), &job.namespace);
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
     };
     let name = object.meta().name.clone().unwrap_or_default();
-    (name, exists_ok(api.create(&params, object).await.map(drop)))
+    let result = match api.create(&params, object).await {
+        Err(e) if is_conflict(&e) => holder(&api, &K::kind(&()), &name, job).await,
+        other => other.map(|_| None),
+    };
+    (name, result)
+}
+
+/// After a 409 on creating `name`: `None` when the object there is the job's own (the watch
+/// cache was behind) or gone again (the next reconcile creates it), else the other owner's
+/// object that holds the name.
+async fn holder<K>(
+    api: &Api<K>,
+    kind: &str,
+    name: &str,
+    job: &JobSnapshot,
+) -> Result<Option<Foreign>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Some(found) = api.get_opt(name).await? else {
+        return Ok(None);
+    };
+    let owners = found.meta().owner_references.as_deref().unwrap_or_default();
+    Ok((!controlled_by(owners, &job.uid)).then(|| Foreign::new(kind, name, owners)))
+}
+
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
 }
 
 fn exists_ok(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
     match result {
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) if is_conflict(&e) => Ok(()),
         other => other,
     }
 }

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::injected;
+
 /// Settings that apply to every job. Built once by the I/O shell from flags.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -16,7 +18,7 @@ pub struct Config {
     /// What the watchdog does once the start deadline has passed.
     pub on_stuck: StuckAction,
     /// Image of the `init-pytorch` container that waits for the master's DNS name
-    /// (upstream `--pytorch-init-container-image`).
+    /// (upstream `--pytorch-init-container-image`): it needs `sh`, `seq`, `nslookup`, `sleep`.
     pub pytorch_init_image: String,
     /// How many times `init-pytorch` looks the master up, 2 s apart (upstream `-max-tries`).
     pub pytorch_init_max_tries: u32,
@@ -24,7 +26,8 @@ pub struct Config {
     /// `CUSTOM_CLUSTER_DOMAIN` environment variable; here it is explicit so `plan` stays pure).
     pub cluster_domain: Option<String>,
     /// Image of the `kubectl-delivery` init container that copies `kubectl` into a v1
-    /// MPIJob's launcher (upstream `--mpi-kubectl-delivery-image`).
+    /// MPIJob's launcher (upstream `--mpi-kubectl-delivery-image`): it runs
+    /// `cp /bin/kubectl /opt/kube/kubectl`.
     pub mpi_kubectl_delivery_image: String,
 }
 
@@ -40,17 +43,18 @@ impl Config {
 }
 
 impl Default for Config {
-    /// Upstream's defaults; the watchdog fails a job whose pods are still Pending after
-    /// 15 minutes — long enough for a cold image pull of a multi-GB training image.
+    /// Upstream's defaults, but for the injected containers' images (pinned by digest, see
+    /// [`injected`]); the watchdog fails a job whose pods are still Pending after 15 minutes —
+    /// long enough for a cold image pull of a multi-GB training image.
     fn default() -> Self {
         Config {
             gang: None,
             start_deadline: Some(Duration::from_secs(15 * 60)),
             on_stuck: StuckAction::Fail,
-            pytorch_init_image: "alpine:3.10".to_string(),
+            pytorch_init_image: injected::PYTORCH_INIT_IMAGE.to_string(),
             pytorch_init_max_tries: 100,
             cluster_domain: None,
-            mpi_kubectl_delivery_image: "kubeflow/kubectl-delivery:latest".to_string(),
+            mpi_kubectl_delivery_image: injected::KUBECTL_DELIVERY_IMAGE.to_string(),
         }
     }
 }

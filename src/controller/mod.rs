@@ -8,10 +8,13 @@
 //! Table of contents, in the order `plan` consults them:
 //! - [`snapshot`]: [`JobSnapshot`], the job object parsed once (kind table row, replicas,
 //!   runPolicy, status); [`checks`]: its structural problems and the rules' (elastic, MPI).
-//! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts.
+//! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts, and
+//!   the [`Foreign`] objects holding names the job's own need.
 //! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image).
 //! - [`naming`]: names, labels, selectors and owner references of generated objects.
-//! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX).
+//! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX);
+//!   [`injected`]: the containers added to users' pods, their pinned images and
+//!   securityContext.
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
 //! - [`podgroup`]: Volcano and scheduler-plugins PodGroups (minResources summed with
 //!   [`crate::job::quantity`]).
@@ -47,6 +50,7 @@ pub mod elastic;
 pub mod env;
 pub mod expectations;
 pub mod hpa;
+pub mod injected;
 pub mod leader;
 pub mod metrics;
 pub mod mpi;
@@ -69,7 +73,7 @@ pub mod watchdog;
 
 pub use action::{Action, DeleteReason, Event, EventType, NewPod, Plan};
 pub use config::{Config, GangScheduler, StuckAction};
-pub use observed::{ClusterFacts, LauncherRbac, Observed, QueueProblem, SshSecret};
+pub use observed::{ClusterFacts, Foreign, LauncherRbac, Observed, QueueProblem, SshSecret};
 pub use plan::plan;
 pub use snapshot::{JobSnapshot, SnapshotError};
 pub use status::{Condition, ConditionType, JobStatus, ReplicaStatus};

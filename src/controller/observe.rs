@@ -15,7 +15,9 @@ use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
 use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
-use super::observed::{ClusterFacts, LauncherRbac, Observed, QueueProblem, SshSecret};
+use super::observed::{
+    controlled_by, ClusterFacts, Foreign, LauncherRbac, Observed, QueueProblem, SshSecret,
+};
 use super::snapshot::JobSnapshot;
 use super::{mpi, naming, podgroup, Config, GangScheduler};
 
@@ -29,7 +31,7 @@ pub async fn observe(
     services: &Store<Service>,
     job: &JobSnapshot,
 ) -> Result<Observed, kube::Error> {
-    let owned = |owner_refs: &[OwnerReference]| controlled_by(owner_refs, job);
+    let owned = |owner_refs: &[OwnerReference]| controlled_by(owner_refs, &job.uid);
     let pods: Vec<Pod> = pods
         .state()
         .iter()
@@ -135,19 +137,17 @@ fn ssh_secret_state(secret: &Secret) -> SshSecret {
 }
 
 /// `found` if the job controls it; a name held by anything else goes into `foreign`.
-fn ours<K: ResourceExt>(
+fn ours<K: ResourceExt<DynamicType = ()>>(
     found: Option<K>,
     name: &str,
     job: &JobSnapshot,
-    foreign: &mut Vec<String>,
+    foreign: &mut Vec<Foreign>,
 ) -> Option<K> {
     let object = found?;
-    if controlled_by(object.owner_references(), job) {
+    if controlled_by(object.owner_references(), &job.uid) {
         return Some(object);
     }
-    if !foreign.iter().any(|f| f == name) {
-        foreign.push(name.to_string());
-    }
+    foreign.push(Foreign::new(&K::kind(&()), name, object.owner_references()));
     None
 }
 
@@ -156,7 +156,7 @@ struct MpiObjects {
     config_map: Option<ConfigMap>,
     ssh_secret: SshSecret,
     launcher_rbac: LauncherRbac,
-    foreign: Vec<String>,
+    foreign: Vec<Foreign>,
 }
 
 /// The HPA `<job>` of an elastic PyTorchJob, if the job controls it: an HPA of the same
@@ -172,13 +172,7 @@ async fn read_hpa(
     }
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &job.namespace);
     let found = api.get_opt(&job.name).await?;
-    Ok(found.filter(|h| controlled_by(h.owner_references(), job)))
-}
-
-fn controlled_by(owner_refs: &[OwnerReference], job: &JobSnapshot) -> bool {
-    owner_refs
-        .iter()
-        .any(|r| r.uid == job.uid && r.controller == Some(true))
+    Ok(found.filter(|h| controlled_by(h.owner_references(), &job.uid)))
 }
 
 fn is_pending(pod: &Pod) -> bool {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::rbac::v1::Role;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::Value;
 
 /// Objects owned by the job (controller owner reference to its uid) and related facts.
@@ -24,10 +25,60 @@ pub struct Observed {
     pub ssh_secret: SshSecret,
     /// MPIJob v1: the launcher's ServiceAccount, Role and RoleBinding `<job>-launcher`.
     pub launcher_rbac: LauncherRbac,
-    /// Names the job's own objects must have that are held by objects it does not control
-    /// (MPIJob: `<job>-config`, `<job>-ssh`, `<job>-launcher`).
-    pub foreign: Vec<String>,
+    /// Objects the job does not control that hold names its own objects must have: MPIJob's
+    /// `<job>-config`, `<job>-ssh`, `<job>-launcher` (read every reconcile), and the pods and
+    /// Services a create found taken (another workload's pods are not in the job's caches,
+    /// which select by operator label: only the 409 of a create shows them).
+    pub foreign: Vec<Foreign>,
     pub facts: ClusterFacts,
+}
+
+/// An object holding a name one of the job's own objects must have, controlled by someone
+/// else (or by no one): never adopted, written, mounted or exec'd into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreign {
+    /// Its kind: `Pod`, `Service`, `ConfigMap`, ...
+    pub kind: String,
+    pub name: String,
+    /// Its controller as `<Kind> <name>`, from its controller owner reference; `None` when it
+    /// has none.
+    pub controller: Option<String>,
+}
+
+impl Foreign {
+    /// The `kind` object `name` with these owner references.
+    pub fn new(kind: &str, name: &str, owner_refs: &[OwnerReference]) -> Foreign {
+        let controller = owner_refs
+            .iter()
+            .find(|r| r.controller == Some(true))
+            .map(|r| format!("{} {}", r.kind, r.name));
+        Foreign {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            controller,
+        }
+    }
+
+    /// `controlled by PyTorchJob train`, or `with no controller`.
+    pub fn owner(&self) -> String {
+        match &self.controller {
+            Some(c) => format!("controlled by {c}"),
+            None => "with no controller".to_string(),
+        }
+    }
+
+    /// `Pod train-worker-0 (controlled by PyTorchJob train)`, for messages.
+    pub fn describe(&self) -> String {
+        format!("{} {} ({})", self.kind, self.name, self.owner())
+    }
+}
+
+/// Whether `owner_refs` name the object with uid `uid` as controller: what makes an object a
+/// job's own (a name alone never does).
+pub fn controlled_by(owner_refs: &[OwnerReference], uid: &str) -> bool {
+    owner_refs
+        .iter()
+        .any(|r| r.uid == uid && r.controller == Some(true))
 }
 
 /// An MPIJob's SSH key Secret as the controller found it.

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::action::{Action, DeleteReason, Event, NewPod, Plan};
 use super::config::{Config, StuckAction};
 use super::deadlines::{self, Deadline};
-use super::observed::{self, phase, Observed, SshSecret};
+use super::observed::{self, phase, Foreign, Observed, SshSecret};
 use super::replicas::{self, Slots};
 use super::restart::{self, BackoffCount, FailedPod};
 use super::snapshot::JobSnapshot;
@@ -64,6 +64,11 @@ pub fn plan(job: &JobSnapshot, observed: &Observed, now: Timestamp, config: &Con
 /// a refused PodGroup written again: one Event list per waiting job every 10 s, and the reason on the
 /// job within 10 s of Volcano's first cycle (1 s) that gives it.
 const GANG_REASON_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often a job whose names other objects hold looks again: their deletion is no event of
+/// the job's (they are not its own, and mostly not in its caches). Each look is one create
+/// and one read per held name.
+const FOREIGN_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
 struct Planner<'a> {
     job: &'a JobSnapshot,
@@ -247,12 +252,15 @@ impl<'a> Planner<'a> {
                     self.out.events.push(Event::warning(reason, msg));
                 }
             }
-            None if shown => {
-                let msg = format!("{kind} {} is created.", self.job_ref());
-                self.set(ConditionType::Created, true, "Created", msg, false);
-            }
+            None if shown => self.restore_created(),
             None => {}
         }
+    }
+
+    /// Created gets its own reason and message back, after a wait it explained is over.
+    fn restore_created(&mut self) {
+        let msg = format!("{} {} is created.", self.job.kind(), self.job_ref());
+        self.set(ConditionType::Created, true, "Created", msg, false);
     }
 
     /// Appends the pods being recreated, with their exit codes, to a True Restarting
@@ -350,10 +358,13 @@ impl<'a> Planner<'a> {
     }
 
     fn create_missing(&mut self, slots: &[Slots]) {
+        if !self.names_free() {
+            return;
+        }
         let (job, observed) = (self.job, self.observed);
         let is_mpi = mpi::is_mpi(job);
-        if is_mpi && !self.mpi_shared_objects(slots) {
-            return;
+        if is_mpi {
+            self.mpi_shared_objects(slots);
         }
         for s in slots {
             if is_mpi
@@ -382,22 +393,53 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Whether every name the job's objects need is free of other owners' objects. If not
+    /// (see [`Foreign`]), the Created condition names them (reason `<Kind>ResourceExists`),
+    /// each gets the mpi-operator's `ErrResourceExists` Warning when that changes, and nothing
+    /// is created until the names are free: no pod may mount someone else's hosts or key or
+    /// exec with someone else's rights, and a gang short of a member would only hold its nodes.
+    fn names_free(&mut self) -> bool {
+        let (kind, foreign) = (self.job.kind(), &self.observed.foreign);
+        let held = reason(kind, "ResourceExists");
+        if foreign.is_empty() {
+            let created = self.status.condition(ConditionType::Created);
+            if created.is_some_and(|c| c.reason == held) {
+                self.restore_created();
+            }
+            return true;
+        }
+        let names: Vec<String> = foreign.iter().map(Foreign::describe).collect();
+        let msg = format!(
+            "{kind} {} is waiting for names other objects hold: {}; delete those objects or \
+             give the job another name",
+            self.job_ref(),
+            names.join(", ")
+        );
+        let changed = self
+            .status
+            .set_condition(ConditionType::Created, true, held, msg, self.now);
+        if changed {
+            for f in foreign {
+                let msg = format!(
+                    "Resource {:?} already exists and is not managed by {kind}: {} {}",
+                    f.name,
+                    f.kind,
+                    f.owner()
+                );
+                self.out
+                    .events
+                    .push(Event::warning("ErrResourceExists", msg));
+            }
+        }
+        self.requeue(Some(FOREIGN_RECHECK));
+        false
+    }
+
     /// An MPIJob's shared objects, before its pods, which mount or use them: the ConfigMap
     /// (kept in step with the running workers), then v2beta1's SSH Secret and Service or v1's
-    /// launcher ServiceAccount, Role and RoleBinding. False when another owner holds one of
-    /// their names: no pod may mount someone else's hosts or key, or exec with someone else's
-    /// rights (the mpi-operator's `ErrResourceExists`; the job waits until the name is free).
-    fn mpi_shared_objects(&mut self, slots: &[Slots]) -> bool {
+    /// launcher ServiceAccount, Role and RoleBinding.
+    fn mpi_shared_objects(&mut self, slots: &[Slots]) {
         let (job, observed) = (self.job, self.observed);
-        for name in &observed.foreign {
-            let msg = format!("Resource {name:?} already exists and is not managed by MPIJob");
-            self.out
-                .events
-                .push(Event::warning("ErrResourceExists", msg));
-        }
-        if !observed.foreign.is_empty() {
-            return false;
-        }
         let want = match mpi::is_v2(job) {
             true => mpi::objects::config_map(job, &workers(slots), self.config),
             false => mpi::kubexec::config_map(job, &workers(slots)),
@@ -412,9 +454,8 @@ impl<'a> Planner<'a> {
         }
         match mpi::is_v2(job) {
             true => self.ssh_objects(),
-            false => self.launcher_rbac(),
+            false => self.launcher_rbac(&workers(slots)),
         }
-        true
     }
 
     /// v2beta1: the SSH Secret (never rewritten once it exists) and the headless Service.
@@ -445,17 +486,21 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// v1: the launcher's ServiceAccount, its Role (exec rights on exactly the current
-    /// workers, so rewritten when they change) and the RoleBinding between them.
-    fn launcher_rbac(&mut self) {
+    /// v1: the launcher's ServiceAccount, its Role (exec rights on exactly the job's own
+    /// `workers` observed, so rewritten as they appear and go) and the RoleBinding between
+    /// them.
+    fn launcher_rbac(&mut self, workers: &[&Pod]) {
         let (job, have) = (self.job, &self.observed.launcher_rbac);
         if !have.service_account {
             let account = mpi::kubexec::service_account(job);
             self.push(Action::CreateServiceAccount(Box::new(account)));
         }
-        let rules = mpi::kubexec::role_rules(job);
+        let rules = mpi::kubexec::role_rules(workers);
         match &have.role {
-            None => self.push(Action::CreateRole(Box::new(mpi::kubexec::role(job)))),
+            None => {
+                let role = mpi::kubexec::role(job, workers);
+                self.push(Action::CreateRole(Box::new(role)));
+            }
             Some(role) if role.rules.as_ref() != Some(&rules) => self.push(Action::UpdateRole {
                 name: mpi::launcher_name(job),
                 rules,

@@ -124,20 +124,10 @@ async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, Re
     }
     let now = Timestamp::now();
     let mut plan = plan(&snapshot, &observed, now, &ctx.config);
-    if let Err(e) = apply(&ctx.client, &ctx.resource, &snapshot, &plan.actions).await {
-        // A PodGroup the API server refuses is the job's problem, said on the job (the
-        // planner holds the write back and names the refusal), not a silent retry loop.
-        let Some(refused) = pod_group_refusal(&e, ctx.config.gang.as_ref()) else {
-            return Err(e.into());
-        };
-        tracing::warn!(
-            kind = ctx.kind,
-            namespace = %snapshot.namespace,
-            job = %snapshot.name,
-            error = %crate::error_chain(&e),
-            "PodGroup refused"
-        );
-        observed.facts.pod_group_refused = Some(refused);
+    if learned_from_apply(ctx, &snapshot, &plan, &mut observed).await? {
+        // Planned again with what the API server said. This plan creates nothing that could
+        // be held by another owner (it creates nothing while names are held), and a refused
+        // PodGroup is not written again: nothing more to learn from this apply.
         plan = super::plan(&snapshot, &observed, now, &ctx.config);
         apply(&ctx.client, &ctx.resource, &snapshot, &plan.actions).await?;
     }
@@ -151,6 +141,48 @@ async fn reconcile_job(job: &DynamicObject, ctx: &Context) -> Result<Requeue, Re
         Some(after) => Requeue::requeue(after.min(RESYNC)),
         None => Requeue::requeue(RESYNC),
     })
+}
+
+/// Applies `plan`; true when the API server said something the plan must know, now in
+/// `observed`: names other owners' objects hold (see [`Foreign`](super::Foreign)), or a
+/// PodGroup it refuses for good. Both are the job's problem, said on the job by the next
+/// plan, not a silent retry loop. Other failures are errors, retried.
+async fn learned_from_apply(
+    ctx: &Context,
+    snapshot: &JobSnapshot,
+    plan: &super::Plan,
+    observed: &mut super::Observed,
+) -> Result<bool, ReconcileError> {
+    match apply(&ctx.client, &ctx.resource, snapshot, &plan.actions).await {
+        Ok(held) if held.is_empty() => Ok(false),
+        Ok(held) => {
+            for f in &held {
+                tracing::warn!(
+                    kind = ctx.kind,
+                    namespace = %snapshot.namespace,
+                    job = %snapshot.name,
+                    object = %f.describe(),
+                    "name held by an object the job does not control"
+                );
+            }
+            observed.foreign.extend(held);
+            Ok(true)
+        }
+        Err(e) => {
+            let Some(refused) = pod_group_refusal(&e, ctx.config.gang.as_ref()) else {
+                return Err(e.into());
+            };
+            tracing::warn!(
+                kind = ctx.kind,
+                namespace = %snapshot.namespace,
+                job = %snapshot.name,
+                error = %crate::error_chain(&e),
+                "PodGroup refused"
+            );
+            observed.facts.pod_group_refused = Some(refused);
+            Ok(true)
+        }
+    }
 }
 
 /// What to tell the user when the API server refused a PodGroup write for good (a 4xx other

@@ -70,6 +70,8 @@ fn pytorch_workers_only_get_no_master_vars() {
     );
 }
 
+/// Upstream's init container, but its image pinned by digest (alpine:3.10 is past its end of
+/// life) and run as non-root with Pod Security's restricted fields, whatever the pod runs as.
 #[test]
 fn pytorch_workers_wait_for_the_master_in_an_init_container() {
     let plan = pytorch_job(1, 1).plan(&Observed::default(), 0);
@@ -81,7 +83,14 @@ fn pytorch_workers_wait_for_the_master_in_an_init_container() {
     assert_eq!(init.len(), 1);
     let c = &init[0];
     assert_eq!(c.name, "init-pytorch");
-    assert_eq!(c.image.as_deref(), Some("alpine:3.10"));
+    assert_eq!(
+        c.image.as_deref(),
+        Some(
+            "docker.io/library/alpine:3.24.2@sha256:\
+             294b683cb724975bec92580e1e685676bd4b50bda910ddb8c51d4cabeaec77e6"
+        )
+    );
+    assert_eq!(serde_json::json!(c.security_context), restricted());
     assert_eq!(
         c.command,
         Some(strs(&[

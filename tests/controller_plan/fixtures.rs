@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use gangplank::controller::{
-    plan, Action, Config, JobSnapshot, Observed, Plan, SshSecret, Timestamp,
+    plan, Action, Config, Foreign, JobSnapshot, Observed, Plan, SshSecret, Timestamp,
 };
 use k8s_openapi::api::core::v1::{
     ConfigMap, ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
@@ -207,26 +207,87 @@ impl Job {
 /// The cluster after `job`'s first plan was applied at time 0: its pods (Pending) and
 /// Services exist.
 pub fn created(job: &Job) -> Observed {
-    let first = job.plan(&Observed::default(), 0);
+    settle(job, false, &Config::default()).0
+}
+
+/// The cluster after the plans of `job` were applied one after another, each seeing what the
+/// ones before it created, until a plan adds nothing (an MPIJob's launcher waits for its
+/// workers to exist: its second plan creates it), and the actions of those plans in order.
+/// Pods are Pending and sorted by name (a cache has no order); with `objects`, the MPI shared
+/// objects count too, else only pods and Services are kept.
+fn settle(job: &Job, objects: bool, config: &Config) -> (Observed, Vec<Action>) {
     let mut observed = Observed::default();
-    for a in first.actions {
-        match a {
-            Action::CreatePod(new) => {
-                let mut pod = new.pod;
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                pod.metadata.uid = Some(format!("uid-{name}"));
-                pod.metadata.creation_timestamp = Some(time(0));
-                pod.status = Some(PodStatus {
-                    phase: Some("Pending".into()),
-                    ..PodStatus::default()
-                });
-                observed.pods.push(pod);
-            }
-            Action::CreateService(svc) => observed.services.push(*svc),
-            _ => {}
+    let mut actions = Vec::new();
+    // Each plan creates one more layer; three is the deepest (workers, then the launcher).
+    for _ in 0..3 {
+        let before = observed.clone();
+        for a in job.plan_with(&observed, 0, config).actions {
+            actions.push(a.clone());
+            apply(&mut observed, a, objects);
+        }
+        observed
+            .pods
+            .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        if observed == before {
+            break;
         }
     }
-    observed
+    (observed, actions)
+}
+
+impl Job {
+    /// The creates of the plans that bring `job` up (see [`settle`]), as one plan's actions:
+    /// where a test reads a pod that only a later plan creates.
+    pub fn settled_plan(&self, config: &Config) -> Plan {
+        Plan {
+            actions: settle(self, true, config).1,
+            ..Plan::default()
+        }
+    }
+}
+
+/// `observed` after `plan` was applied (pods Pending, the MPI shared objects kept).
+pub fn after(observed: &Observed, plan: &Plan) -> Observed {
+    let mut next = observed.clone();
+    for a in plan.actions.clone() {
+        apply(&mut next, a, true);
+    }
+    next
+}
+
+fn apply(observed: &mut Observed, action: Action, objects: bool) {
+    let rbac = &mut observed.launcher_rbac;
+    match action {
+        Action::CreatePod(new) => {
+            let mut pod = new.pod;
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            pod.metadata.uid = Some(format!("uid-{name}"));
+            pod.metadata.creation_timestamp = Some(time(0));
+            pod.status = Some(PodStatus {
+                phase: Some("Pending".into()),
+                ..PodStatus::default()
+            });
+            observed.pods.push(pod);
+        }
+        Action::CreateService(svc) => observed.services.push(*svc),
+        _ if !objects => {}
+        Action::CreateConfigMap(cm) => observed.config_map = Some(*cm),
+        Action::UpdateConfigMap { data, .. } => {
+            if let Some(cm) = observed.config_map.as_mut() {
+                cm.data = Some(data);
+            }
+        }
+        Action::CreateSshSecret(_) => observed.ssh_secret = SshSecret::Intact,
+        Action::CreateServiceAccount(_) => rbac.service_account = true,
+        Action::CreateRole(role) => rbac.role = Some(*role),
+        Action::UpdateRole { rules, .. } => {
+            if let Some(role) = rbac.role.as_mut() {
+                role.rules = Some(rules);
+            }
+        }
+        Action::CreateRoleBinding(_) => rbac.role_binding = true,
+        _ => {}
+    }
 }
 
 /// The cluster with every pod of `job` Running.
@@ -477,21 +538,29 @@ pub fn name(n: &Option<String>) -> String {
     n.clone().unwrap_or_default()
 }
 
-/// What the first plan of an MPIJob created, as applied: pods (Pending), Services, the
+/// What the plans of an MPIJob created, as applied: pods (Pending), Services, the
 /// ConfigMap and the version's own objects (v2beta1's Secret, v1's launcher RBAC).
 pub fn applied(job: &Job) -> Observed {
-    let mut observed = created(job);
-    for a in job.plan(&Observed::default(), 0).actions {
-        match a {
-            Action::CreateConfigMap(cm) => observed.config_map = Some(*cm),
-            Action::CreateSshSecret(_) => observed.ssh_secret = SshSecret::Intact,
-            Action::CreateServiceAccount(_) => observed.launcher_rbac.service_account = true,
-            Action::CreateRole(role) => observed.launcher_rbac.role = Some(*role),
-            Action::CreateRoleBinding(_) => observed.launcher_rbac.role_binding = true,
-            _ => {}
-        }
+    settle(job, true, &Config::default()).0
+}
+
+/// Pod Security's `restricted` container fields, as the containers the controller injects
+/// carry them.
+pub fn restricted() -> Value {
+    json!({
+        "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+        "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"}, "readOnlyRootFilesystem": true,
+    })
+}
+
+/// An object of another owner holding `name`; `controller` as `<Kind> <name>`.
+pub fn held(kind: &str, name: &str, controller: Option<&str>) -> Foreign {
+    Foreign {
+        kind: kind.to_string(),
+        name: name.to_string(),
+        controller: controller.map(str::to_string),
     }
-    observed
 }
 
 /// The ConfigMap a plan creates, if it does.

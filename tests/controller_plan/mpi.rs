@@ -4,7 +4,7 @@
 //! `TestCreateSuspendedMPIJob`, `TestSuspendedRunningMPIJob`, `TestResumeMPIJob`), with the
 //! launcher as a pod (see `controller::mpi`).
 
-use gangplank::controller::{Action, DeleteReason, Observed, SshSecret};
+use gangplank::controller::{Action, Config, DeleteReason, Observed, SshSecret};
 use k8s_openapi::api::core::v1::PodCondition;
 use serde_json::{json, Value};
 
@@ -36,11 +36,13 @@ fn all_resources_are_created_in_order() {
             "configmap mnist-config",
             "secret mnist-ssh",
             "service mnist",
-            "pod mnist-launcher",
             "pod mnist-worker-0",
             "pod mnist-worker-1",
-        ])
+        ]),
+        "the launcher (AtStartup) waits until its workers exist as the job's own"
     );
+    let next = job.plan(&after(&Observed::default(), &plan), 1);
+    assert_eq!(action_list(&next.actions), strs(&["pod mnist-launcher"]));
     assert_eq!(
         conditions(&plan),
         conds(&[("Created", "True", "MPIJobCreated")])
@@ -192,7 +194,7 @@ fn existing_objects_are_not_planned_again_so_the_key_is_never_rotated() {
 
 #[test]
 fn launcher_gets_role_mpi_env_ssh_and_config_volumes() {
-    let plan = mpi_job(1).plan(&Observed::default(), 0);
+    let plan = mpi_job(1).settled_plan(&Config::default());
     assert_eq!(
         pod_json(&plan, "mnist-launcher"),
         json!({
@@ -253,7 +255,7 @@ fn launcher_gets_role_mpi_env_ssh_and_config_volumes() {
 fn launcher_env_per_mpi_implementation() {
     let launcher_env = |job: Job| {
         env(
-            created_pod(&job.plan(&Observed::default(), 0), "mnist-launcher"),
+            created_pod(&job.settled_plan(&Config::default()), "mnist-launcher"),
             "mpi",
         )
     };
@@ -335,7 +337,7 @@ fn workers_run_sshd_with_the_key_at_ssh_auth_mount_path() {
 #[test]
 fn run_launcher_as_worker_shifts_worker_ranks_and_publishes_not_ready_addresses() {
     let job = mpi_job(2).set("/spec/runLauncherAsWorker", json!(true));
-    let plan = job.plan(&Observed::default(), 0);
+    let plan = job.settled_plan(&Config::default());
     let index = |pod: &str| {
         pod_json(&plan, pod)["metadata"]["labels"]["training.kubeflow.org/replica-index"].clone()
     };
@@ -494,7 +496,8 @@ fn suspend_deletes_pods_keeps_config_and_secret_and_resume_restarts() {
         .plan(&after, 20);
     assert_eq!(
         action_list(&resumed.actions),
-        strs(&["service mnist", "pod mnist-launcher", "pod mnist-worker-0"])
+        strs(&["service mnist", "pod mnist-worker-0"]),
+        "the workers first; the launcher once they exist"
     );
     assert_eq!(
         conditions(&resumed),
@@ -670,7 +673,10 @@ fn a_launcher_failing_before_the_workers_run_is_counted_and_explained() {
 fn objects_of_another_owner_block_the_pods_with_an_event() {
     let job = mpi_job(1);
     let observed = Observed {
-        foreign: strs(&["mnist-config", "mnist-ssh"]),
+        foreign: vec![
+            held("ConfigMap", "mnist-config", None),
+            held("Secret", "mnist-ssh", Some("MPIJob mnist")),
+        ],
         ..Observed::default()
     };
     let plan = job.plan(&observed, 0);
@@ -685,11 +691,15 @@ fn objects_of_another_owner_block_the_pods_with_an_event() {
         vec![
             (
                 "ErrResourceExists".to_string(),
-                "Resource \"mnist-config\" already exists and is not managed by MPIJob".to_string()
+                "Resource \"mnist-config\" already exists and is not managed by MPIJob: \
+                 ConfigMap with no controller"
+                    .to_string()
             ),
             (
                 "ErrResourceExists".to_string(),
-                "Resource \"mnist-ssh\" already exists and is not managed by MPIJob".to_string()
+                "Resource \"mnist-ssh\" already exists and is not managed by MPIJob: Secret \
+                 controlled by MPIJob mnist"
+                    .to_string()
             ),
         ]
     );

@@ -36,10 +36,10 @@ fn all_resources_are_created_in_order_and_no_services() {
             "serviceaccount mnist-launcher",
             "role mnist-launcher",
             "rolebinding mnist-launcher",
-            "pod mnist-launcher",
             "pod mnist-worker-0",
             "pod mnist-worker-1",
-        ])
+        ]),
+        "the launcher waits until its workers exist"
     );
     assert_eq!(
         conditions(&plan),
@@ -67,10 +67,9 @@ fn all_resources_are_created_in_order_and_no_services() {
             "metadata": meta("mnist-launcher"),
             "rules": [
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"],
-                 "resourceNames": ["mnist-worker-0", "mnist-worker-1"]},
             ],
-        }))
+        })),
+        "no worker of the job's yet: no exec rule (an empty resourceNames would allow all pods)"
     );
     let binding = created_json(&plan, |a| match a {
         Action::CreateRoleBinding(b) => Some(json!(b)),
@@ -84,6 +83,17 @@ fn all_resources_are_created_in_order_and_no_services() {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mnist-launcher"},
             "subjects": [{"kind": "ServiceAccount", "name": "mnist-launcher", "namespace": "team-a"}],
         }))
+    );
+
+    let next = job.plan(&after(&Observed::default(), &plan), 1);
+    assert_eq!(
+        action_list(&next.actions),
+        strs(&["update role mnist-launcher", "pod mnist-launcher"]),
+        "the workers it controls get into the Role, then the launcher starts"
+    );
+    assert_eq!(
+        exec_names(&next),
+        Some(json!(["mnist-worker-0", "mnist-worker-1"]))
     );
 }
 
@@ -153,32 +163,124 @@ fn existing_objects_are_not_planned_again() {
     assert_eq!(action_list(&plan.actions), Vec::<String>::new());
 }
 
-/// Scaling the workers rewrites the Role's exec list and the hostfile.
+/// The names an `update role` of `plan` gives exec rights on.
+fn exec_names(plan: &Plan) -> Option<Value> {
+    let rules = plan.actions.iter().find_map(|a| match a {
+        Action::UpdateRole { rules, .. } => Some(json!(rules)),
+        _ => None,
+    });
+    rules.map(|r| r[1]["resourceNames"].clone())
+}
+
+/// Scaling the workers rewrites the hostfile at once and the Role's exec list as the workers
+/// appear and go: a name is in the Role only while a pod the job controls has it.
 #[test]
-fn the_role_follows_the_worker_count() {
+fn the_role_follows_the_workers_the_job_controls() {
     let job = mpi_v1_job(2);
     let observed = applied(&job);
     let bigger = job.set("/spec/mpiReplicaSpecs/Worker/replicas", json!(3));
     let plan = bigger.plan(&observed, 5);
     assert_eq!(
         action_list(&plan.actions),
-        strs(&[
-            "update configmap mnist-config",
-            "update role mnist-launcher",
-            "pod mnist-worker-2",
-        ])
+        strs(&["update configmap mnist-config", "pod mnist-worker-2"])
     );
-    let rules = plan.actions.iter().find_map(|a| match a {
-        Action::UpdateRole { rules, .. } => Some(json!(rules)),
-        _ => None,
-    });
+    let grown = applied(&bigger);
+    let names = ["mnist-worker-0", "mnist-worker-1", "mnist-worker-2"];
+    let in_role = |o: &Observed| {
+        let role = o.launcher_rbac.role.as_ref().and_then(|r| r.rules.clone());
+        json!(role)[1]["resourceNames"].clone()
+    };
+    assert_eq!(in_role(&grown), json!(names));
+    let rules = |workers: &[&str]| {
+        let pods: Vec<_> = workers.iter().map(|w| grown.pod(w).cloned()).collect();
+        let pods: Vec<_> = pods.into_iter().flatten().collect();
+        json!(gangplank::controller::mpi::kubexec::role_rules(
+            &pods.iter().collect::<Vec<_>>()
+        ))
+    };
+    assert_eq!(rules(&names)[1]["resourceNames"], json!(names));
+    let gone = grown.clone().without_pod("mnist-worker-1");
     assert_eq!(
-        rules.map(|r| r[1]["resourceNames"].clone()),
-        Some(json!([
-            "mnist-worker-0",
-            "mnist-worker-1",
-            "mnist-worker-2"
-        ]))
+        exec_names(&bigger.plan(&gone, 6)),
+        Some(json!(["mnist-worker-0", "mnist-worker-2"])),
+        "a worker deleted (say, to be recreated) leaves the Role until its successor exists"
+    );
+    assert_eq!(
+        rules(&[]),
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]),
+        "no worker: no exec rule at all, never an empty resourceNames list"
+    );
+}
+
+/// An MPIJob named like another workload (a PyTorchJob `mnist` has pods `mnist-worker-N`):
+/// its worker creates find those names held, and the plan with that knowledge says so on
+/// Created (reason MPIJobResourceExists) and in Warnings naming each pod and its owner,
+/// creates no launcher and gives no exec right on them, and looks again later.
+#[test]
+fn worker_names_another_workload_holds_stop_the_launcher_and_its_exec_rights() {
+    let job = mpi_v1_job(2);
+    let first = job.plan(&Observed::default(), 0);
+    // The first plan's worker creates found the names taken: only its other objects exist.
+    let mut observed = after(&Observed::default(), &first);
+    observed.pods.clear();
+    observed.foreign = vec![
+        held("Pod", "mnist-worker-0", Some("PyTorchJob mnist")),
+        held("Pod", "mnist-worker-1", Some("PyTorchJob mnist")),
+    ];
+    let plan = job.with_status_of(&first).plan(&observed, 1);
+    assert_eq!(action_list(&plan.actions), Vec::<String>::new());
+    assert_eq!(
+        conditions(&plan),
+        conds(&[("Created", "True", "MPIJobResourceExists")])
+    );
+    assert_eq!(
+        message(&plan, "Created"),
+        "MPIJob mnist is waiting for names other objects hold: Pod mnist-worker-0 (controlled \
+         by PyTorchJob mnist), Pod mnist-worker-1 (controlled by PyTorchJob mnist); delete \
+         those objects or give the job another name"
+    );
+    let events: Vec<(&str, &str)> = plan
+        .events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (
+                "ErrResourceExists",
+                "Resource \"mnist-worker-0\" already exists and is not managed by MPIJob: Pod \
+                 controlled by PyTorchJob mnist"
+            ),
+            (
+                "ErrResourceExists",
+                "Resource \"mnist-worker-1\" already exists and is not managed by MPIJob: Pod \
+                 controlled by PyTorchJob mnist"
+            ),
+        ]
+    );
+    assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(30)));
+    let role = observed.launcher_rbac.role.clone().and_then(|r| r.rules);
+    assert_eq!(
+        json!(role).as_array().map(Vec::len),
+        Some(1),
+        "no exec rule"
+    );
+
+    let again = job.with_status_of(&plan).plan(&observed, 31);
+    assert!(again.events.is_empty(), "said once, not every look");
+    let freed = Observed {
+        foreign: Vec::new(),
+        ..observed
+    };
+    let resumed = job.with_status_of(&again).plan(&freed, 61);
+    assert_eq!(
+        action_list(&resumed.actions),
+        strs(&["pod mnist-worker-0", "pod mnist-worker-1"])
+    );
+    assert_eq!(
+        conditions(&resumed),
+        conds(&[("Created", "True", "MPIJobCreated")])
     );
 }
 
@@ -194,7 +296,7 @@ fn launcher_gets_kubectl_its_account_and_the_kubexec_env() {
         mpi_kubectl_delivery_image: "registry.example/kubectl-delivery@sha256:1".into(),
         ..Config::default()
     };
-    let plan = job.plan_with(&Observed::default(), 0, &config);
+    let plan = job.settled_plan(&config);
     let pod = json!(created_pod(&plan, "mnist-launcher"));
     let spec = &pod["spec"];
     assert_eq!(spec["serviceAccountName"], json!("mnist-launcher"));
@@ -221,6 +323,8 @@ fn launcher_gets_kubectl_its_account_and_the_kubexec_env() {
             "name": "kubectl-delivery",
             "image": "registry.example/kubectl-delivery@sha256:1",
             "imagePullPolicy": "IfNotPresent",
+            "command": ["cp", "/bin/kubectl", "/opt/kube/kubectl"],
+            "securityContext": restricted(),
             "env": [{"name": "TARGET_DIR", "value": "/opt/kube"}, {"name": "NAMESPACE", "value": "team-a"}],
             "volumeMounts": [{"name": "mpi-job-kubectl", "mountPath": "/opt/kube"},
                              {"name": "mpi-job-config", "mountPath": "/etc/mpi"}],
@@ -246,13 +350,34 @@ fn launcher_gets_kubectl_its_account_and_the_kubexec_env() {
     assert_eq!(spec.get("hostname"), None, "no DNS names: kubectl exec");
 }
 
+/// By default kubectl comes from the Kubernetes project's kubectl image pinned by digest (not
+/// upstream's `kubeflow/kubectl-delivery:latest`), copied by a non-root, restricted container.
+#[test]
+fn kubectl_is_delivered_from_a_pinned_image_by_a_restricted_container() {
+    let plan = mpi_v1_job(1).settled_plan(&Config::default());
+    let pod = json!(created_pod(&plan, "mnist-launcher"));
+    let delivery = &pod["spec"]["initContainers"][0];
+    assert_eq!(
+        delivery["image"],
+        json!(
+            "registry.k8s.io/kubectl:v1.34.1@sha256:\
+             59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
+        )
+    );
+    assert_eq!(
+        delivery["command"],
+        json!(["cp", "/bin/kubectl", "/opt/kube/kubectl"])
+    );
+    assert_eq!(delivery["securityContext"], restricted());
+}
+
 #[test]
 fn a_gpu_launcher_keeps_the_nvidia_variables() {
     let job = mpi_v1_job(1).set(
         "/spec/mpiReplicaSpecs/Launcher/template/spec/containers/0/resources",
         json!({"limits": {"nvidia.com/gpu": 1}}),
     );
-    let plan = job.plan(&Observed::default(), 0);
+    let plan = job.settled_plan(&Config::default());
     let vars = env(created_pod(&plan, "mnist-launcher"), "mpi");
     assert!(!vars.iter().any(|v| v.starts_with("NVIDIA_")), "{vars:?}");
 }
@@ -367,7 +492,7 @@ fn an_evicted_worker_fails_the_job() {
 fn objects_of_another_owner_block_the_pods_with_an_event() {
     let job = mpi_v1_job(1);
     let observed = Observed {
-        foreign: strs(&["mnist-launcher"]),
+        foreign: vec![held("ServiceAccount", "mnist-launcher", None)],
         launcher_rbac: LauncherRbac::default(),
         ..Observed::default()
     };

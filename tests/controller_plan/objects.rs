@@ -140,6 +140,43 @@ fn creates_are_idempotent_by_name() {
         .all(|a| !matches!(a, Action::CreatePod(_) | Action::CreateService(_))));
 }
 
+/// A Service (or pod) name another workload holds (found by the 409 of a create): the job
+/// creates nothing more, its own objects stay, and it says which name and whose, then picks
+/// up where it was once the name is free.
+#[test]
+fn a_name_another_workload_holds_stops_the_creates_and_is_said() {
+    let job = pytorch_job(1, 2);
+    let first = job.plan(&Observed::default(), 0);
+    let observed = created(&job)
+        .without_pod("mnist-worker-1")
+        .without_pod("mnist-master-0");
+    let held = Observed {
+        foreign: vec![held("Service", "mnist-worker-1", Some("TFJob mnist"))],
+        ..observed.clone()
+    };
+    let plan = job.with_status_of(&first).plan(&held, 5);
+    assert_eq!(action_list(&plan.actions), Vec::<String>::new());
+    assert_eq!(
+        conditions(&plan),
+        conds(&[("Created", "True", "PyTorchJobResourceExists")])
+    );
+    assert_eq!(
+        message(&plan, "Created"),
+        "PyTorchJob mnist is waiting for names other objects hold: Service mnist-worker-1 \
+         (controlled by TFJob mnist); delete those objects or give the job another name"
+    );
+    assert_eq!(plan.events.len(), 1);
+    let freed = job.with_status_of(&plan).plan(&observed, 40);
+    assert_eq!(
+        created_pod_names(&freed),
+        vec!["mnist-master-0", "mnist-worker-1"]
+    );
+    assert_eq!(
+        conditions(&freed),
+        conds(&[("Created", "True", "PyTorchJobCreated")])
+    );
+}
+
 #[test]
 fn scaling_down_deletes_the_surplus_pod_and_service() {
     let job = pytorch_job(1, 3);

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::{host, port, port_of, var};
 use crate::controller::config::Config;
 use crate::controller::elastic;
+use crate::controller::injected;
 use crate::controller::snapshot::{ElasticPolicy, JobSnapshot, Replica};
 use crate::job::kinds::Role;
 
@@ -116,7 +117,8 @@ fn nproc_as_int(nproc: Option<&str>) -> i64 {
 }
 
 /// `init-pytorch` for Worker pods of a job with a Master: workers would otherwise crash on
-/// a master name that does not resolve yet.
+/// a master name that does not resolve yet. It runs as non-root, restricted (see
+/// [`injected::security_context`]), whatever the pod's own containers run as.
 pub fn init_containers(job: &JobSnapshot, replica: &Replica, config: &Config) -> Vec<Container> {
     if replica.role() != Role::Worker || job.replica("Master").is_none() {
         return Vec::new();
@@ -143,6 +145,7 @@ pub fn init_containers(job: &JobSnapshot, replica: &Replica, config: &Config) ->
             requests: Some(resources("50m", "10Mi")),
             ..ResourceRequirements::default()
         }),
+        security_context: Some(injected::security_context()),
         ..Container::default()
     }]
 }

@@ -73,16 +73,24 @@ pub fn index_offset(job: &JobSnapshot, replica: &Replica) -> i32 {
     i32::from(shifted)
 }
 
-/// launcherCreationPolicy: `AtStartup` creates the launcher with the workers;
-/// `WaitForWorkersReady` only once every worker pod is Ready, so mpirun does not race sshd
+/// Whether the launcher may be created: once every worker pod exists as the job's own (a
+/// create that found a worker's name held by another workload never lets it start; v1's Role
+/// grants exec only on workers observed, see [`kubexec::role_rules`]), which for
+/// launcherCreationPolicy `AtStartup` is all (upstream creates the workers, then the launcher,
+/// in one pass; here the launcher follows as soon as the cache shows them), and for
+/// `WaitForWorkersReady` once every worker pod is Ready too, so mpirun does not race sshd
 /// (mpi-operator #481, #443).
 pub fn launcher_may_start(job: &JobSnapshot, workers: &[&Pod]) -> bool {
-    if job.mpi.launcher_creation_policy != "WaitForWorkersReady" {
-        return true;
-    }
     let expected = job.replica("Worker").map_or(0, |w| w.replicas);
-    let ready = workers.iter().filter(|p| is_ready(p)).count();
-    usize::try_from(expected).is_ok_and(|n| ready >= n)
+    let enough = |n: usize| usize::try_from(expected).is_ok_and(|e| n >= e);
+    let live = workers
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none());
+    if !enough(live.count()) {
+        return false;
+    }
+    job.mpi.launcher_creation_policy != "WaitForWorkersReady"
+        || enough(workers.iter().filter(|p| is_ready(p)).count())
 }
 
 fn is_ready(pod: &Pod) -> bool {

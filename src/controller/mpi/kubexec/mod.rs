@@ -2,7 +2,9 @@
 //! no SSH and no Services. mpirun on the launcher `<job>-launcher` starts its ranks with
 //! `kubexec.sh`, which runs `kubectl exec` into the worker pods `<job>-worker-<i>` (they only
 //! sleep). The launcher gets `kubectl` from an init container and the right to exec into its
-//! workers, and nothing else, from the Role `<job>-launcher` bound to its own ServiceAccount.
+//! workers, and nothing else, from the Role `<job>-launcher` bound to its own ServiceAccount:
+//! the workers the job is observed to control, so the Role follows them as they appear and go
+//! (see [`role_rules`]), and the launcher starts only once all of them exist.
 //!
 //! Entry points: [`config_map`], [`service_account`], [`role`], [`role_rules`],
 //! [`role_binding`] (the shared objects) and [`pods`] (what launcher and workers get).
@@ -120,9 +122,14 @@ pub fn service_account(job: &JobSnapshot) -> ServiceAccount {
     }
 }
 
-/// Read pods (kubectl resolves the target), and exec into exactly this job's workers.
-pub fn role_rules(job: &JobSnapshot) -> Vec<PolicyRule> {
-    let count = job.replica("Worker").map_or(0, |w| w.replicas);
+/// Read pods (kubectl resolves the target), and exec into the job's own workers: the pods
+/// observed with this job as their controller (see [`controlled_by`]), never names alone, since
+/// a pod `<job>-worker-0` of another workload (a PyTorchJob of the same name) is not the
+/// launcher's to enter. No owned worker, no exec rule: a rule whose `resourceNames` list is
+/// empty would allow exec into every pod of the namespace.
+///
+/// [`controlled_by`]: crate::controller::observed::controlled_by
+pub fn role_rules(workers: &[&Pod]) -> Vec<PolicyRule> {
     let rule = |verbs: &[&str], resource: &str, names: Option<Vec<String>>| PolicyRule {
         api_groups: Some(vec![String::new()]),
         resources: Some(vec![resource.to_string()]),
@@ -130,20 +137,21 @@ pub fn role_rules(job: &JobSnapshot) -> Vec<PolicyRule> {
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         non_resource_urls: None,
     };
-    vec![
-        rule(&["get", "list", "watch"], "pods", None),
-        rule(
-            &["create"],
-            "pods/exec",
-            Some(worker_names(job, count).collect()),
-        ),
-    ]
+    let mut names: Vec<String> = workers.iter().map(|p| name(p).to_string()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut rules = vec![rule(&["get", "list", "watch"], "pods", None)];
+    if !names.is_empty() {
+        rules.push(rule(&["create"], "pods/exec", Some(names)));
+    }
+    rules
 }
 
-pub fn role(job: &JobSnapshot) -> Role {
+/// The launcher's Role, with exec rights on `workers` (the job's own, as observed).
+pub fn role(job: &JobSnapshot, workers: &[&Pod]) -> Role {
     Role {
         metadata: meta(job, launcher_name(job)),
-        rules: Some(role_rules(job)),
+        rules: Some(role_rules(workers)),
     }
 }
 

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::{is_gpu_launcher, KUBECTL_MOUNT_PATH, KUBEXEC};
 use crate::controller::config::Config;
 use crate::controller::env::var;
+use crate::controller::injected;
 use crate::controller::mpi::pods::{add_volume, config_item, config_volume, mount, CONFIG_VOLUME};
 use crate::controller::mpi::{launcher_name, CONFIG_MOUNT_PATH, DISCOVER_HOSTS, HOSTFILE};
 use crate::controller::snapshot::{JobSnapshot, Replica};
@@ -91,7 +92,12 @@ fn launcher_env() -> Vec<EnvVar> {
     ]
 }
 
-/// Copies `kubectl` into the shared emptyDir before the launcher starts.
+/// Copies `kubectl` into the shared emptyDir before the launcher starts: `cp` as the command,
+/// so that upstream's image (whose entrypoint runs the same `cp` through a shell) and the
+/// Kubernetes project's kubectl image (entrypoint `kubectl`) both serve. As non-root,
+/// restricted (see [`injected::security_context`]); the copy is world-executable, so a launcher
+/// running as any user can run it. `TARGET_DIR` and `NAMESPACE` are upstream's, for images
+/// that read them.
 fn delivery_container(job: &JobSnapshot, config: &Config) -> Container {
     let amounts = BTreeMap::from([
         ("cpu".to_string(), Quantity("100m".into())),
@@ -102,6 +108,11 @@ fn delivery_container(job: &JobSnapshot, config: &Config) -> Container {
         name: DELIVERY_CONTAINER.to_string(),
         image: Some(config.mpi_kubectl_delivery_image.clone()),
         image_pull_policy: Some("IfNotPresent".to_string()),
+        command: Some(vec![
+            "cp".to_string(),
+            "/bin/kubectl".to_string(),
+            format!("{KUBECTL_MOUNT_PATH}/kubectl"),
+        ]),
         env: Some(vec![
             var("TARGET_DIR", KUBECTL_MOUNT_PATH),
             var("NAMESPACE", job.namespace.clone()),
@@ -115,6 +126,7 @@ fn delivery_container(job: &JobSnapshot, config: &Config) -> Container {
             requests: Some(amounts),
             ..ResourceRequirements::default()
         }),
+        security_context: Some(injected::security_context()),
         ..Container::default()
     }
 }
