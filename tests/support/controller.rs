@@ -136,18 +136,21 @@ fn now() -> String {
 /// deploy/controller/'s ServiceAccount and RBAC, applied to the control plane; a kubeconfig
 /// holding a token of that ServiceAccount and nothing else.
 pub async fn deploys_identity(control_plane: &ControlPlane) -> std::path::PathBuf {
-    let client = control_plane.client().await;
+    deploys_identity_with(control_plane, &[]).await
+}
+
+/// As [`deploys_identity`], with deploy/controller's RBAC as `components` (after
+/// deploy/controller, e.g. `controller-mpi`) extend it: rendered by `kubectl kustomize`, as a
+/// user installs them.
+pub async fn deploys_identity_with(
+    control_plane: &ControlPlane,
+    components: &[&str],
+) -> std::path::PathBuf {
     control_plane.ensure_namespace("gangplank-system").await;
-    let dir = super::repo().join("deploy/controller");
-    for file in ["serviceaccount.yaml", "rbac.yaml"] {
-        let text = std::fs::read_to_string(dir.join(file)).expect("manifest");
-        let objects: Vec<Value> = yaml_serde::Deserializer::from_str(&text)
-            .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
-            .collect();
-        for object in objects {
-            apply(&client, &object).await;
-        }
-    }
+    let mut all = vec!["controller"];
+    all.extend_from_slice(components);
+    let name = format!("identity-{}", all.join("+"));
+    super::rbac::Install::render(control_plane, &name, &all, &[]).apply(control_plane);
     let output = std::process::Command::new(control_plane.assets.kubectl())
         .arg("--kubeconfig")
         .arg(&control_plane.kubeconfig)
