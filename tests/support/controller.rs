@@ -146,11 +146,21 @@ pub async fn deploys_identity_with(
     control_plane: &ControlPlane,
     components: &[&str],
 ) -> std::path::PathBuf {
+    deploys_identity_bound(control_plane, components, &[]).await
+}
+
+/// As [`deploys_identity_with`], with `bindings` (a directory under deploy/ and the
+/// namespace it is included into, as deploy/controller-namespaced's overlays do).
+pub async fn deploys_identity_bound(
+    control_plane: &ControlPlane,
+    components: &[&str],
+    bindings: &[(&str, &str)],
+) -> std::path::PathBuf {
     control_plane.ensure_namespace("gangplank-system").await;
     let mut all = vec!["controller"];
     all.extend_from_slice(components);
     let name = format!("identity-{}", all.join("+"));
-    super::rbac::Install::render(control_plane, &name, &all, &[]).apply(control_plane);
+    super::rbac::Install::render(control_plane, &name, &all, bindings).apply(control_plane);
     let output = std::process::Command::new(control_plane.assets.kubectl())
         .arg("--kubeconfig")
         .arg(&control_plane.kubeconfig)
