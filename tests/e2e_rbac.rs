@@ -52,6 +52,12 @@ const SETUPS: &[Setup] = &[
         bindings: &[],
     },
     Setup {
+        name: "webhook+image-pinning-namespaced",
+        account: "gangplank-webhook",
+        components: &["image-pinning-namespaced"],
+        bindings: &[("image-pinning-namespaced/binding", TENANT)],
+    },
+    Setup {
         name: "webhook+cluster-inventory",
         account: "gangplank-webhook",
         components: &["cluster-inventory"],
@@ -68,6 +74,30 @@ const SETUPS: &[Setup] = &[
         account: "gangplank-controller",
         components: &["controller"],
         bindings: &[],
+    },
+    Setup {
+        name: "controller+mpi",
+        account: "gangplank-controller",
+        components: &["controller", "controller-mpi"],
+        bindings: &[],
+    },
+    Setup {
+        name: "controller+mpi-v1",
+        account: "gangplank-controller",
+        components: &["controller", "controller-mpi-v1"],
+        bindings: &[],
+    },
+    Setup {
+        name: "controller+namespaced",
+        account: "gangplank-controller",
+        components: &["controller", "controller-namespaced"],
+        bindings: &[("controller-namespaced/binding", TENANT)],
+    },
+    Setup {
+        name: "controller+mpi-v1+namespaced",
+        account: "gangplank-controller",
+        components: &["controller", "controller-mpi-v1", "controller-namespaced"],
+        bindings: &[("controller-namespaced/binding", TENANT)],
     },
 ];
 
