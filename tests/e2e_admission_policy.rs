@@ -44,9 +44,11 @@ async fn control_plane() -> &'static ControlPlane {
             // In force once the API server's policy informer has it: a dry run refused.
             let controller = client_as(plane, CONTROLLER).await;
             let probe = job_pod("probe", "00000000-0000-0000-0000-000000000000");
-            refused("the admission policies in force", "writes nothing in", || {
-                try_pod(controller.clone(), "kube-system".into(), probe.clone())
-            })
+            refused(
+                "the admission policies in force",
+                "writes nothing in",
+                || try_pod(controller.clone(), "kube-system".into(), probe.clone()),
+            )
             .await;
         })
         .await;
@@ -158,17 +160,21 @@ async fn the_controller_writes_nothing_in_kube_system_or_its_own_namespace_but_i
     // RBAC lets it (cluster-wide pods create); the policy does not.
     for ns in ["kube-system", "gangplank-system"] {
         let pod = job_pod("train", "00000000-0000-0000-0000-000000000001");
-        let message = refused(&format!("a pod in {ns} refused"), "writes nothing in", || {
-            try_pod(controller.clone(), ns.to_string(), pod.clone())
-        })
+        let message = refused(
+            &format!("a pod in {ns} refused"),
+            "writes nothing in",
+            || try_pod(controller.clone(), ns.to_string(), pod.clone()),
+        )
         .await;
         assert!(message.contains(&format!("namespace {ns}")), "{message}");
     }
     // Its Lease is the one write it makes there; another Lease is refused.
     let leases: Api<Lease> = Api::namespaced(controller.clone(), "gangplank-system");
     let lease = |name: &str| -> Lease {
-        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"holderIdentity": "test"}}))
-            .expect("lease")
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "spec": {"holderIdentity": "test"}}),
+        )
+        .expect("lease")
     };
     let other = lease("someone-elses");
     let message = refused("another Lease refused", "leader Lease", || {
@@ -200,32 +206,40 @@ async fn the_controller_creates_only_pods_its_jobs_control_under_their_names() {
 
     let mut orphan = job_pod("train", uid);
     orphan["metadata"]["ownerReferences"] = json!([]);
-    refused("a pod no job controls", "no such controller ownerReference", || {
-        try_pod(controller.clone(), ns.to_string(), orphan.clone())
-    })
+    refused(
+        "a pod no job controls",
+        "no such controller ownerReference",
+        || try_pod(controller.clone(), ns.to_string(), orphan.clone()),
+    )
     .await;
 
     let mut foreign_owner = job_pod("train", uid);
     foreign_owner["metadata"]["ownerReferences"][0]["apiVersion"] = "apps/v1".into();
     foreign_owner["metadata"]["ownerReferences"][0]["kind"] = "Deployment".into();
-    refused("a pod a Deployment controls", "no such controller ownerReference", || {
-        try_pod(controller.clone(), ns.to_string(), foreign_owner.clone())
-    })
+    refused(
+        "a pod a Deployment controls",
+        "no such controller ownerReference",
+        || try_pod(controller.clone(), ns.to_string(), foreign_owner.clone()),
+    )
     .await;
 
     let mut mislabelled = job_pod("train", uid);
     mislabelled["metadata"]["labels"]["training.kubeflow.org/job-name"] = "other".into();
-    let message = refused("a pod labelled for another job", "with job-name other", || {
-        try_pod(controller.clone(), ns.to_string(), mislabelled.clone())
-    })
+    let message = refused(
+        "a pod labelled for another job",
+        "with job-name other",
+        || try_pod(controller.clone(), ns.to_string(), mislabelled.clone()),
+    )
     .await;
     assert!(message.contains("for job train"), "{message}");
 
     let mut renamed = job_pod("train", uid);
     renamed["metadata"]["name"] = "coredns-1".into();
-    refused("a pod named outside its job", "this one is named coredns-1", || {
-        try_pod(controller.clone(), ns.to_string(), renamed.clone())
-    })
+    refused(
+        "a pod named outside its job",
+        "this one is named coredns-1",
+        || try_pod(controller.clone(), ns.to_string(), renamed.clone()),
+    )
     .await;
 
     create_pod(controller.clone(), ns.clone(), job_pod("train", uid))
@@ -241,9 +255,11 @@ async fn only_a_v1_mpijob_launcher_pod_runs_as_its_own_launcher_service_account(
     // A PyTorchJob pod given the launcher identity of MPIJob `mpi` (exec on its workers).
     let mut borrowed = job_pod("train", uid);
     borrowed["spec"]["serviceAccountName"] = "mpi-launcher".into();
-    let message = refused("another job's launcher identity", "-launcher ServiceAccount", || {
-        try_pod(controller.clone(), ns.to_string(), borrowed.clone())
-    })
+    let message = refused(
+        "another job's launcher identity",
+        "-launcher ServiceAccount",
+        || try_pod(controller.clone(), ns.to_string(), borrowed.clone()),
+    )
     .await;
     assert!(message.contains("ServiceAccount mpi-launcher"), "{message}");
 
@@ -253,9 +269,17 @@ async fn only_a_v1_mpijob_launcher_pod_runs_as_its_own_launcher_service_account(
     launcher["spec"]["serviceAccountName"] = "mpi-launcher".into();
     let mut worker_as_launcher = launcher.clone();
     worker_as_launcher["metadata"]["name"] = "mpi-worker-0".into();
-    refused("a worker with the launcher's identity", "-launcher ServiceAccount", || {
-        try_pod(controller.clone(), ns.to_string(), worker_as_launcher.clone())
-    })
+    refused(
+        "a worker with the launcher's identity",
+        "-launcher ServiceAccount",
+        || {
+            try_pod(
+                controller.clone(),
+                ns.to_string(),
+                worker_as_launcher.clone(),
+            )
+        },
+    )
     .await;
     create_pod(controller.clone(), ns.to_string(), launcher.clone())
         .await
@@ -273,11 +297,22 @@ async fn the_controller_changes_nothing_on_a_job_but_its_bookkeeping_annotations
     let api: Api<DynamicObject> = jobs::pytorch_api(&controller, &ns);
     let patch = |body: Value| patch_job(api.clone(), "bert", body);
     let spec = json!({"spec": {"runPolicy": {"backoffLimit": 99}}});
-    refused("a spec change", "only its bookkeeping annotations", || patch(spec.clone())).await;
+    refused("a spec change", "only its bookkeeping annotations", || {
+        patch(spec.clone())
+    })
+    .await;
     let queue = json!({"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "vip"}}});
-    refused("another annotation", "only its bookkeeping annotations", || patch(queue.clone())).await;
+    refused(
+        "another annotation",
+        "only its bookkeeping annotations",
+        || patch(queue.clone()),
+    )
+    .await;
     let labels = json!({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "vip"}}});
-    refused("a label", "only its bookkeeping annotations", || patch(labels.clone())).await;
+    refused("a label", "only its bookkeeping annotations", || {
+        patch(labels.clone())
+    })
+    .await;
     // What src/controller/apply.rs sends (Action::PatchJobAnnotations).
     let bookkeeping = json!({"metadata": {"annotations": {
         "gangplank.dev/restarts": "1", "gangplank.dev/restarted-pods": "bert-worker-0",
@@ -301,7 +336,10 @@ async fn the_controllers_annotation_patch_succeeds_while_the_webhook_is_down() {
     let [port] = support::control_plane::free_ports();
     let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &plane.ca_pem);
     let deploy = Install::render(plane, "webhook-down", &[], &[]);
-    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
         let mut configuration = deploy.all(kind)[0].clone();
         configuration["metadata"]["name"] = "gangplank-down".into();
         for hook in configuration["webhooks"].as_array_mut().expect("webhooks") {
@@ -335,12 +373,16 @@ async fn the_controllers_annotation_patch_succeeds_while_the_webhook_is_down() {
         "subjects": [{"kind": "ServiceAccount", "name": "gangplank-controller", "namespace": ns}],
     });
     support::controller::apply(&admin, &role).await;
-    let message = support::wait_for("the tenant's same-named account judged", Duration::from_secs(30), || async {
-        match annotate(tenant_client.clone(), "8").await {
-            Err((_, message)) if message.contains("failed calling webhook") => Ok(message),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    let message = support::wait_for(
+        "the tenant's same-named account judged",
+        Duration::from_secs(30),
+        || async {
+            match annotate(tenant_client.clone(), "8").await {
+                Err((_, message)) if message.contains("failed calling webhook") => Ok(message),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
     assert!(message.contains("gangplank.dev"), "{message}");
 
@@ -348,7 +390,13 @@ async fn the_controllers_annotation_patch_succeeds_while_the_webhook_is_down() {
     annotate(controller, "1")
         .await
         .expect("the controller's bookkeeping skips the webhooks that are down");
-    let stored = jobs::pytorch_api(&admin, &ns).get("llm").await.expect("job");
+    let stored = jobs::pytorch_api(&admin, &ns)
+        .get("llm")
+        .await
+        .expect("job");
     let stored = serde_json::to_value(stored).expect("JSON");
-    assert_eq!(stored["metadata"]["annotations"]["gangplank.dev/restarts"], "1");
+    assert_eq!(
+        stored["metadata"]["annotations"]["gangplank.dev/restarts"],
+        "1"
+    );
 }

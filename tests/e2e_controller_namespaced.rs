@@ -52,18 +52,29 @@ async fn a_controller_bound_in_one_namespace_runs_its_jobs_and_never_touches_ano
         &served,
         &jobs::resource("scheduling.volcano.sh/v1beta1", "PodGroup"),
     );
-    support::wait_for("the served job's PodGroup", Duration::from_secs(30), || async {
-        let admitted = json!({"status": {"phase": "Running"}});
-        groups
-            .patch("bert-pytorchjob", &PatchParams::default(), &Patch::Merge(&admitted))
-            .await
-            .map(drop)
-            .map_err(|e| format!("{e}\n{}", controller.log()))
-    })
+    support::wait_for(
+        "the served job's PodGroup",
+        Duration::from_secs(30),
+        || async {
+            let admitted = json!({"status": {"phase": "Running"}});
+            groups
+                .patch(
+                    "bert-pytorchjob",
+                    &PatchParams::default(),
+                    &Patch::Merge(&admitted),
+                )
+                .await
+                .map(drop)
+                .map_err(|e| format!("{e}\n{}", controller.log()))
+        },
+    )
     .await;
     let names = wait_pods(&client, &served, "bert", 3).await;
     assert_eq!(names, ["bert-master-0", "bert-worker-0", "bert-worker-1"]);
-    let job = jobs::pytorch_api(&client, &served).get("bert").await.expect("job");
+    let job = jobs::pytorch_api(&client, &served)
+        .get("bert")
+        .await
+        .expect("job");
     let job = serde_json::to_value(job).expect("JSON");
     assert!(jobs::true_condition(&job, "Created").is_some(), "{job:#}");
 
@@ -74,14 +85,26 @@ async fn a_controller_bound_in_one_namespace_runs_its_jobs_and_never_touches_ano
         &other,
         &jobs::resource("scheduling.volcano.sh/v1beta1", "PodGroup"),
     );
-    let listed = other_groups.list(&Default::default()).await.expect("PodGroups");
+    let listed = other_groups
+        .list(&Default::default())
+        .await
+        .expect("PodGroups");
     assert!(listed.items.is_empty(), "{:?}", listed.items);
-    let untouched = jobs::pytorch_api(&client, &other).get("bert").await.expect("job");
+    let untouched = jobs::pytorch_api(&client, &other)
+        .get("bert")
+        .await
+        .expect("job");
     let untouched = serde_json::to_value(untouched).expect("JSON");
-    assert!(untouched.get("status").is_none_or(|s| s.is_null()), "{untouched:#}");
+    assert!(
+        untouched.get("status").is_none_or(|s| s.is_null()),
+        "{untouched:#}"
+    );
 
     let log = controller.log();
     for refusal in ["403", "forbidden", "Forbidden"] {
-        assert!(!log.contains(refusal), "the controller met a refusal ({refusal}):\n{log}");
+        assert!(
+            !log.contains(refusal),
+            "the controller met a refusal ({refusal}):\n{log}"
+        );
     }
 }

@@ -132,7 +132,12 @@ fn read_table() -> BTreeMap<String, Row> {
             file: file.to_string(),
             mention: mention.to_string(),
         };
-        assert!(rows.insert(key, row).is_none(), "{}:{}: a row twice", path.display(), n + 1);
+        assert!(
+            rows.insert(key, row).is_none(),
+            "{}:{}: a row twice",
+            path.display(),
+            n + 1
+        );
     }
     rows
 }
@@ -160,7 +165,12 @@ async fn every_service_account_holds_exactly_the_rights_the_table_names_and_the_
     // What an identity with no binding at all may do (discovery, self reviews): not a grant.
     let baseline: BTreeMap<&str, Rights> = NAMESPACES
         .iter()
-        .map(|ns| (*ns, rbac::rights(control_plane, SYSTEM_NAMESPACE, "no-grants", ns)))
+        .map(|ns| {
+            (
+                *ns,
+                rbac::rights(control_plane, SYSTEM_NAMESPACE, "no-grants", ns),
+            )
+        })
         .collect();
     let mut measured = Vec::new();
     let mut summaries = String::new();
@@ -173,7 +183,10 @@ async fn every_service_account_holds_exactly_the_rights_the_table_names_and_the_
     }
     write_out(&measured, &summaries);
     let expected: Vec<&String> = table.keys().collect();
-    let gained: Vec<&String> = measured.iter().filter(|k| !table.contains_key(*k)).collect();
+    let gained: Vec<&String> = measured
+        .iter()
+        .filter(|k| !table.contains_key(*k))
+        .collect();
     let lost: Vec<&&String> = expected.iter().filter(|k| !measured.contains(k)).collect();
     let mut diff = String::new();
     for row in &gained {
@@ -190,7 +203,11 @@ async fn every_service_account_holds_exactly_the_rights_the_table_names_and_the_
     );
     let unused: Vec<String> = table
         .values()
-        .filter_map(|row| rbac::file_mentions(Path::new(&row.file), &row.mention).err().map(|e| format!("{}: {e}", row.key)))
+        .filter_map(|row| {
+            rbac::file_mentions(Path::new(&row.file), &row.mention)
+                .err()
+                .map(|e| format!("{}: {e}", row.key))
+        })
         .collect();
     assert!(
         unused.is_empty(),
@@ -211,7 +228,12 @@ async fn measure(
 ) -> BTreeMap<&'static str, Rights> {
     let install = Install::render(control_plane, setup.name, setup.components, setup.bindings);
     install.apply(control_plane);
-    let read = |ns: &'static str| rbac::without(rbac::rights(control_plane, SYSTEM_NAMESPACE, setup.account, ns), &baseline[ns]);
+    let read = |ns: &'static str| {
+        rbac::without(
+            rbac::rights(control_plane, SYSTEM_NAMESPACE, setup.account, ns),
+            &baseline[ns],
+        )
+    };
     let mut out = BTreeMap::new();
     for ns in NAMESPACES {
         let expected = table
@@ -260,12 +282,20 @@ async fn wait_until<T>(what: &str, mut probe: impl FnMut() -> (bool, T)) -> T {
 /// `setup: N verb x resource pairs in a tenant namespace; reaches Secrets / pods/exec /
 /// RBAC (where)`.
 fn summary(setup: &Setup, rights: &BTreeMap<&str, Rights>) -> String {
-    let pairs = |ns: &str| rights.get(ns).map_or(0, |r| r.values().map(|v| v.len()).sum::<usize>());
+    let pairs = |ns: &str| {
+        rights
+            .get(ns)
+            .map_or(0, |r| r.values().map(|v| v.len()).sum::<usize>())
+    };
     let reach = |what: &dyn Fn(&str) -> bool| -> Vec<&str> {
         NAMESPACES
             .iter()
             .copied()
-            .filter(|ns| rights.get(ns).is_some_and(|r| r.keys().any(|(res, _)| what(res))))
+            .filter(|ns| {
+                rights
+                    .get(ns)
+                    .is_some_and(|r| r.keys().any(|(res, _)| what(res)))
+            })
             .collect()
     };
     let secrets = reach(&|r| r == "secrets");

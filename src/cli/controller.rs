@@ -425,7 +425,10 @@ mod tests {
         // deploy/controller lists the v1 kinds; deploy/controller-mpi appends --kinds=MPIJob.
         let (kinds, _, _) = settings(&["--kinds=PyTorchJob,TFJob", "--kinds=MPIJob,TFJob"])
             .unwrap_or_else(|e| panic!("{e}"));
-        let names: Vec<String> = kinds.iter().map(|k| k.api_version() + " " + k.kind).collect();
+        let names: Vec<String> = kinds
+            .iter()
+            .map(|k| k.api_version() + " " + k.kind)
+            .collect();
         assert_eq!(
             names,
             [
@@ -438,11 +441,18 @@ mod tests {
 
     #[test]
     fn namespaces_confine_the_controller_and_none_is_the_whole_cluster() {
-        let (_, scope, _) = settings(&["--namespaces=team-b,team-a"]).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(scope, Scope::Namespaces(vec!["team-a".into(), "team-b".into()]));
+        let (_, scope, _) =
+            settings(&["--namespaces=team-b,team-a"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            scope,
+            Scope::Namespaces(vec!["team-a".into(), "team-b".into()])
+        );
         let (_, scope, _) = settings(&[]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(scope, Scope::Cluster);
         let refused = settings(&["--namespaces=Team_A"]).err().unwrap_or_default();
-        assert!(refused.contains("\"Team_A\" is not a namespace name"), "{refused}");
+        assert!(
+            refused.contains("\"Team_A\" is not a namespace name"),
+            "{refused}"
+        );
     }
 }

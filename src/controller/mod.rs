@@ -71,9 +71,9 @@ pub mod watchdog;
 
 pub use action::{Action, DeleteReason, Event, EventType, NewPod, Plan};
 pub use config::{Config, GangScheduler, StuckAction};
-pub use scope::Scope;
 pub use observed::{ClusterFacts, LauncherRbac, Observed, QueueProblem, SshSecret};
 pub use plan::plan;
+pub use scope::Scope;
 pub use snapshot::{JobSnapshot, SnapshotError};
 pub use status::{Condition, ConditionType, JobStatus, ReplicaStatus};
 

@@ -111,9 +111,12 @@ async fn run_kind(
     if kind.kind == "MPIJob" {
         // A hostfile edited or deleted by hand is repaired at once, not at the job's next
         // pod change (the ConfigMaps carry the operator-name label, so only ours are watched).
-        let stream = watcher(api::<ConfigMap>(&context.client, namespace), children.clone())
-            .default_backoff()
-            .touched_objects();
+        let stream = watcher(
+            api::<ConfigMap>(&context.client, namespace),
+            children.clone(),
+        )
+        .default_backoff()
+        .touched_objects();
         controller = controller.owns_stream(stream);
     }
     // A PodGroup the scheduler admits (Volcano: phase leaves Pending) is what lets the pods

@@ -127,7 +127,10 @@ async fn run_in(
     let jobs = dynamic_api(&client, namespace, &trainjobs());
     let groups = dynamic_api(&client, namespace, &pod_groups());
     let scope = namespace.unwrap_or("(all namespaces)");
-    info!(namespace = scope, "creating the native PodGroups of TrainJobs marked {MIN_COUNT_ANNOTATION}");
+    info!(
+        namespace = scope,
+        "creating the native PodGroups of TrainJobs marked {MIN_COUNT_ANNOTATION}"
+    );
     Controller::new_with(jobs, watcher::Config::default(), trainjobs())
         .owns_with(groups, pod_groups(), watcher::Config::default())
         .graceful_shutdown_on(shutdown)

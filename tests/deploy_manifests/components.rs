@@ -48,8 +48,11 @@ fn build(components: &[&str], binding: Option<&str>, namespaces: &[&str]) -> Opt
     built
 }
 
+/// (apiGroup, resource, verb) triples.
+type Grants = BTreeSet<(String, String, String)>;
+
 /// (apiGroup, resource, verb) of every rule of a role.
-fn grants(role: &Value) -> BTreeSet<(String, String, String)> {
+fn grants(role: &Value) -> Grants {
     let mut out = BTreeSet::new();
     for rule in role["rules"].as_array().expect("rules") {
         for group in strings(&rule["apiGroups"]) {
@@ -63,19 +66,24 @@ fn grants(role: &Value) -> BTreeSet<(String, String, String)> {
     out
 }
 
-fn rows(rows: &[(&str, &str, &[&str])]) -> BTreeSet<(String, String, String)> {
+fn rows(rows: &[(&str, &str, &[&str])]) -> Grants {
     rows.iter()
-        .flat_map(|(g, r, verbs)| verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string())))
+        .flat_map(|(g, r, verbs)| {
+            verbs
+                .iter()
+                .map(move |v| (g.to_string(), r.to_string(), v.to_string()))
+        })
         .collect()
 }
 
 /// What a component adds to the controller's ClusterRole, and the kinds its Deployment runs.
-fn added_by(component: &str) -> Option<(BTreeSet<(String, String, String)>, Vec<String>)> {
+fn added_by(component: &str) -> Option<(Grants, Vec<String>)> {
     let base = build(&["controller"], None, &[])?;
     let with = build(&["controller", component], None, &[])?;
     let role = |objects: &[Value]| grants(find(objects, "ClusterRole", "gangplank-controller"));
     let added = role(&with).difference(&role(&base)).cloned().collect();
-    let args = &find(&with, "Deployment", "gangplank-controller")["spec"]["template"]["spec"]["containers"][0]["args"];
+    let args = &find(&with, "Deployment", "gangplank-controller")["spec"]["template"]["spec"]
+        ["containers"][0]["args"];
     let kinds = strings(args)
         .into_iter()
         .filter(|a| a.starts_with("--kinds="))
@@ -84,9 +92,17 @@ fn added_by(component: &str) -> Option<(BTreeSet<(String, String, String)>, Vec<
     Some((added, kinds))
 }
 
-const JOBS: (&str, &str, &[&str]) = ("kubeflow.org", "mpijobs", &["list", "watch", "patch", "delete"]);
+const JOBS: (&str, &str, &[&str]) = (
+    "kubeflow.org",
+    "mpijobs",
+    &["list", "watch", "patch", "delete"],
+);
 const STATUS: (&str, &str, &[&str]) = ("kubeflow.org", "mpijobs/status", &["patch"]);
-const CONFIG_MAPS: (&str, &str, &[&str]) = ("", "configmaps", &["get", "list", "watch", "create", "patch"]);
+const CONFIG_MAPS: (&str, &str, &[&str]) = (
+    "",
+    "configmaps",
+    &["get", "list", "watch", "create", "patch"],
+);
 const DEFAULT_KINDS: &str = "--kinds=PyTorchJob,TFJob,XGBoostJob,PaddleJob,JAXJob";
 
 #[test]
@@ -109,8 +125,16 @@ fn controller_mpi_v1_adds_the_launchers_identity_and_exec_and_nothing_else() {
         STATUS,
         CONFIG_MAPS,
         ("", "serviceaccounts", &["get", "create"]),
-        ("rbac.authorization.k8s.io", "roles", &["get", "create", "patch"]),
-        ("rbac.authorization.k8s.io", "rolebindings", &["get", "create"]),
+        (
+            "rbac.authorization.k8s.io",
+            "roles",
+            &["get", "create", "patch"],
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            &["get", "create"],
+        ),
         // What the launcher's Role grants, which the controller must hold to grant it.
         ("", "pods", &["get"]),
         ("", "pods/exec", &["create"]),
@@ -159,7 +183,8 @@ fn controller_namespaced_binds_its_role_only_in_the_listed_namespaces_and_watche
     assert_eq!(leader["metadata"]["namespace"], NAMESPACE);
     // The namespaces reach the flag from a ConfigMap the overlay makes; without it the pod
     // does not start (never cluster-wide by default).
-    let env = &find(&objects, "Deployment", "gangplank-controller")["spec"]["template"]["spec"]["containers"][0]["env"];
+    let env = &find(&objects, "Deployment", "gangplank-controller")["spec"]["template"]["spec"]
+        ["containers"][0]["env"];
     let namespaces = env
         .as_array()
         .expect("env")
@@ -195,5 +220,8 @@ fn image_pinning_namespaced_reads_pull_secrets_only_in_the_opted_in_namespaces()
         json!([{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}])
     );
     let pod = &find(&objects, "Deployment", "gangplank-webhook")["spec"]["template"]["spec"];
-    assert_eq!(pod["automountServiceAccountToken"], true, "the token the reads need");
+    assert_eq!(
+        pod["automountServiceAccountToken"], true,
+        "the token the reads need"
+    );
 }

@@ -51,7 +51,13 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
     let manifests = Manifests::get();
     // The default kinds only: MPIJob's rules are in deploy/controller-mpi and
     // deploy/controller-mpi-v1 (components.rs).
-    let jobs = ["pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs"];
+    let jobs = [
+        "pytorchjobs",
+        "tfjobs",
+        "xgboostjobs",
+        "paddlejobs",
+        "jaxjobs",
+    ];
     let statuses = jobs.map(|j| format!("{j}/status"));
     let statuses: Vec<&str> = statuses.iter().map(String::as_str).collect();
     let cluster = expected(&[
@@ -93,7 +99,14 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
         ("trainer.kubeflow.org", &["trainjobs"], &["list", "watch"]),
     ]);
     let role = one(manifests, "ClusterRole");
-    for reach in ["secrets", "configmaps", "pods/exec", "serviceaccounts", "roles", "rolebindings"] {
+    for reach in [
+        "secrets",
+        "configmaps",
+        "pods/exec",
+        "serviceaccounts",
+        "roles",
+        "rolebindings",
+    ] {
         assert!(
             !grants(role).iter().any(|(_, r, _)| r == reach),
             "the default controller role reaches {reach}"
@@ -202,8 +215,14 @@ fn controller_admission_policies_are_bound_to_deny_and_fail_closed() {
             .filter(|b| b["spec"]["policyName"] == *name)
             .collect();
         assert_eq!(bound.len(), 1, "{name}: one binding");
-        assert_eq!(bound[0]["spec"]["validationActions"], serde_json::json!(["Deny"]));
-        assert!(bound[0]["spec"]["paramRef"].is_null(), "{name}: no parameters");
+        assert_eq!(
+            bound[0]["spec"]["validationActions"],
+            serde_json::json!(["Deny"])
+        );
+        assert!(
+            bound[0]["spec"]["paramRef"].is_null(),
+            "{name}: no parameters"
+        );
     }
     let kustomization = &documents(&deploy_dir().join("controller/kustomization.yaml"))[0];
     assert!(strings(&kustomization["resources"]).contains(&"admission-policy.yaml"));

@@ -133,7 +133,11 @@ fn webhooks_skip_exactly_the_controllers_service_account() {
     let manifests = Manifests::get();
     let account = &manifests.in_component("controller", "ServiceAccount")[0]["metadata"];
     assert_eq!(
-        format!("system:serviceaccount:{}:{}", account["namespace"].as_str().unwrap_or_default(), account["name"].as_str().unwrap_or_default()),
+        format!(
+            "system:serviceaccount:{}:{}",
+            account["namespace"].as_str().unwrap_or_default(),
+            account["name"].as_str().unwrap_or_default()
+        ),
         username
     );
     for policy in manifests.in_component("controller", "ValidatingAdmissionPolicy") {

@@ -32,8 +32,14 @@ fn deployment_runs_three_replicas_spread_over_nodes_and_zones_and_kept_available
             .find(|c| c["topologyKey"] == key)
             .unwrap_or_else(|| panic!("no spread over {key}"));
         assert_eq!(found["maxSkew"], 1, "{key}");
-        assert!(selects(&found["labelSelector"]["matchLabels"], labels), "{key}");
-        (found["whenUnsatisfiable"].clone(), found["nodeTaintsPolicy"].clone())
+        assert!(
+            selects(&found["labelSelector"]["matchLabels"], labels),
+            "{key}"
+        );
+        (
+            found["whenUnsatisfiable"].clone(),
+            found["nodeTaintsPolicy"].clone(),
+        )
     };
     assert_eq!(
         rule("kubernetes.io/hostname"),
@@ -46,7 +52,10 @@ fn deployment_runs_three_replicas_spread_over_nodes_and_zones_and_kept_available
     );
 
     let pdb = manifests.one("PodDisruptionBudget");
-    assert_eq!(pdb["spec"]["maxUnavailable"], 1, "two of three keep answering");
+    assert_eq!(
+        pdb["spec"]["maxUnavailable"], 1,
+        "two of three keep answering"
+    );
     assert_eq!(pdb["spec"]["selector"]["matchLabels"], *selector);
 }
 
@@ -60,7 +69,10 @@ fn both_deployments_run_at_gangplanks_priority_and_the_controller_keeps_a_pod_th
     let classes = manifests.all("PriorityClass");
     assert_eq!(classes.len(), 1, "one PriorityClass in deploy/");
     let class = classes[0];
-    assert_eq!(class["value"], 1_000_000_000, "the highest non-system value");
+    assert_eq!(
+        class["value"], 1_000_000_000,
+        "the highest non-system value"
+    );
     assert_eq!(class["globalDefault"], false);
     let name = &class["metadata"]["name"];
     for deployment in manifests.all("Deployment") {
@@ -89,11 +101,17 @@ fn network_policy_admits_only_an_ip_block_to_the_webhook_port() {
     let manifests = Manifests::get();
     let policy = manifests.one("NetworkPolicy");
     let labels = &manifests.deployment()["spec"]["template"]["metadata"]["labels"];
-    assert!(selects(&policy["spec"]["podSelector"]["matchLabels"], labels));
+    assert!(selects(
+        &policy["spec"]["podSelector"]["matchLabels"],
+        labels
+    ));
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
     let ingress = policy["spec"]["ingress"].as_array().expect("ingress");
     assert_eq!(ingress.len(), 1, "{ingress:?}");
-    assert_eq!(ingress[0]["ports"], json!([{"protocol": "TCP", "port": 8443}]));
+    assert_eq!(
+        ingress[0]["ports"],
+        json!([{"protocol": "TCP", "port": 8443}])
+    );
     let from = ingress[0]["from"].as_array().expect("from");
     assert_eq!(from.len(), 1, "{from:?}");
     assert!(from[0]["ipBlock"]["cidr"].is_string(), "{from:?}");

@@ -63,7 +63,10 @@ impl Install {
 
     /// `kubectl apply` of the render's RBAC objects.
     pub fn apply(&self, control_plane: &ControlPlane) {
-        kubectl(control_plane, &["apply", "-f", &self.file.display().to_string()]);
+        kubectl(
+            control_plane,
+            &["apply", "-f", &self.file.display().to_string()],
+        );
     }
 
     /// `kubectl delete` of what [`Install::apply`] applied, except the namespaces (their
@@ -77,7 +80,10 @@ impl Install {
         let file = control_plane.file(&format!("rbac-{}-remove.json", self.name));
         std::fs::write(&file, list.to_string()).expect("write RBAC to remove");
         let path = file.display().to_string();
-        kubectl(control_plane, &["delete", "--ignore-not-found", "-f", &path]);
+        kubectl(
+            control_plane,
+            &["delete", "--ignore-not-found", "-f", &path],
+        );
     }
 
     /// The rendered objects of `kind`.
@@ -100,8 +106,10 @@ fn render_overlay(
         let sub = format!("{}-{namespace}", dir.replace('/', "-"));
         let sub_dir = overlay.join(&sub);
         std::fs::create_dir_all(&sub_dir).expect("create per-namespace dir");
-        let sub_text = format!("namespace: {namespace}\nresources:\n  - ../../../../deploy/{dir}\n");
-        std::fs::write(sub_dir.join("kustomization.yaml"), sub_text).expect("write per-namespace kustomization");
+        let sub_text =
+            format!("namespace: {namespace}\nresources:\n  - ../../../../deploy/{dir}\n");
+        std::fs::write(sub_dir.join("kustomization.yaml"), sub_text)
+            .expect("write per-namespace kustomization");
         text.push_str(&format!("  - {sub}\n"));
     }
     if !components.is_empty() {
@@ -152,11 +160,24 @@ pub type Rights = BTreeMap<(String, String), BTreeSet<String>>;
 
 /// What `system:serviceaccount:<account_namespace>:<account>` may do in `namespace`
 /// (cluster-wide grants included), as `kubectl auth can-i --list` reports it.
-pub fn rights(control_plane: &ControlPlane, account_namespace: &str, account: &str, namespace: &str) -> Rights {
+pub fn rights(
+    control_plane: &ControlPlane,
+    account_namespace: &str,
+    account: &str,
+    namespace: &str,
+) -> Rights {
     let user = format!("--as=system:serviceaccount:{account_namespace}:{account}");
     let text = kubectl(
         control_plane,
-        &["auth", "can-i", "--list", "--no-headers", &user, "-n", namespace],
+        &[
+            "auth",
+            "can-i",
+            "--list",
+            "--no-headers",
+            &user,
+            "-n",
+            namespace,
+        ],
     );
     parse_can_i(&text)
 }
@@ -166,7 +187,9 @@ pub fn rights(control_plane: &ControlPlane, account_namespace: &str, account: &s
 pub fn parse_can_i(text: &str) -> Rights {
     let mut out = Rights::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let (resource, lists) = line.split_once('[').map_or((line, ""), |(r, rest)| (r, rest));
+        let (resource, lists) = line
+            .split_once('[')
+            .map_or((line, ""), |(r, rest)| (r, rest));
         let lists = format!("[{lists}");
         let groups: Vec<Vec<String>> = lists
             .split(']')
