@@ -5,11 +5,11 @@
 //! deploy/image-pinning-namespaced. (What the API server then allows each ServiceAccount is
 //! e2e_rbac's table.)
 
-use std::collections::BTreeSet;
 use std::io::Write as _;
 
 use serde_json::{json, Value};
 
+use crate::controller::{grants, Grants};
 use crate::kustomize::{find, kustomize, relative_path};
 use crate::support::*;
 
@@ -46,24 +46,6 @@ fn build(components: &[&str], binding: Option<&str>, namespaces: &[&str]) -> Opt
         );
     }
     built
-}
-
-/// (apiGroup, resource, verb) triples.
-type Grants = BTreeSet<(String, String, String)>;
-
-/// (apiGroup, resource, verb) of every rule of a role.
-fn grants(role: &Value) -> Grants {
-    let mut out = BTreeSet::new();
-    for rule in role["rules"].as_array().expect("rules") {
-        for group in strings(&rule["apiGroups"]) {
-            for resource in strings(&rule["resources"]) {
-                for verb in strings(&rule["verbs"]) {
-                    out.insert((group.into(), resource.into(), verb.into()));
-                }
-            }
-        }
-    }
-    out
 }
 
 fn rows(rows: &[(&str, &str, &[&str])]) -> Grants {

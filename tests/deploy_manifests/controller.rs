@@ -19,8 +19,11 @@ fn one<'a>(manifests: &'a Manifests, kind: &str) -> &'a Value {
     found[0]
 }
 
+/// (apiGroup, resource, verb) triples.
+pub type Grants = BTreeSet<(String, String, String)>;
+
 /// (apiGroup, resource, verb) of every rule of `role`.
-fn grants(role: &Value) -> BTreeSet<(String, String, String)> {
+pub fn grants(role: &Value) -> Grants {
     let mut out = BTreeSet::new();
     for rule in role["rules"].as_array().expect("rules") {
         for group in strings(&rule["apiGroups"]) {
