@@ -39,8 +39,6 @@ async fn control_plane() -> &'static ControlPlane {
         .get_or_init(|| async {
             plane.ensure_namespace("gangplank-system").await;
             Install::render(plane, "admission-policy", &["controller"], &[]).apply(plane);
-            let policy = support::repo().join("deploy/controller/admission-policy.yaml");
-            rbac::kubectl(plane, &["apply", "-f", &policy.display().to_string()]);
             // In force once the API server's policy informer has it: a dry run refused.
             let controller = client_as(plane, CONTROLLER).await;
             let probe = job_pod("probe", "00000000-0000-0000-0000-000000000000");

@@ -199,7 +199,8 @@ async fn every_service_account_holds_exactly_the_rights_the_table_names_and_the_
         diff.is_empty(),
         "effective rights differ from tests/data/rbac/effective-rights.txt (+ held but not in \
          the table: drop the grant or add a row naming the code that uses it; - in the table \
-         but not held):\n{diff}\nsetup summaries:\n{summaries}"
+         but not held); each setup's ServiceAccount is in the summaries:\n{diff}\nsetup \
+         summaries (setup, ServiceAccount, verb x resource pairs per namespace):\n{summaries}"
     );
     let unused: Vec<String> = table
         .values()
@@ -303,8 +304,9 @@ fn summary(setup: &Setup, rights: &BTreeMap<&str, Rights>) -> String {
     let rbac_writes = reach(&|r| r.ends_with(".rbac.authorization.k8s.io"));
     let pods = reach(&|r| r == "pods");
     format!(
-        "{:<36} {} in {TENANT}, {} in kube-system, {} in {SYSTEM_NAMESPACE}; secrets: {secrets:?}; pods/exec: {exec:?}; rbac: {rbac_writes:?}; pods: {pods:?}",
+        "{:<36} {:<21} {} in {TENANT}, {} in kube-system, {} in {SYSTEM_NAMESPACE}; secrets: {secrets:?}; pods/exec: {exec:?}; rbac: {rbac_writes:?}; pods: {pods:?}",
         setup.name,
+        setup.account,
         pairs(TENANT),
         pairs("kube-system"),
         pairs(SYSTEM_NAMESPACE),

@@ -1,6 +1,6 @@
 //! deploy/'s identities as the apiserver sees them: an install of deploy/ with some of its
-//! components rendered by `kubectl kustomize` (as users build it), its RBAC objects applied,
-//! and each ServiceAccount's effective rights read back with `kubectl auth can-i --list
+//! components rendered by `kubectl kustomize` (as users build it), its RBAC objects and admission
+//! policies applied, and each ServiceAccount's effective rights read back with `kubectl auth can-i --list
 //! --as=system:serviceaccount:...` (the apiserver's own SelfSubjectRulesReview, so what the
 //! RBAC authorizer answers, not what the YAML seems to say).
 //!
@@ -16,15 +16,18 @@ use super::ControlPlane;
 /// gangplank's namespace: the ServiceAccounts live there.
 pub const SYSTEM_NAMESPACE: &str = "gangplank-system";
 
-/// The kinds that decide what an identity may do; the rest of a render (Deployments,
-/// webhook configurations, ConfigMaps) is not applied here.
-const RBAC_KINDS: [&str; 6] = [
+/// The kinds that decide what an identity may do: RBAC, and the admission policies that
+/// fence the controller's ServiceAccount whatever RBAC says. The rest of a render
+/// (Deployments, webhook configurations, ConfigMaps) is not applied here.
+const APPLIED_KINDS: [&str; 8] = [
     "Namespace",
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
     "Role",
     "RoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ];
 
 /// `deploy/` with `components` (paths under deploy/, in order), rendered.
@@ -46,13 +49,13 @@ impl Install {
         bindings: &[(&str, &str)],
     ) -> Install {
         let objects = render_overlay(control_plane, name, components, bindings);
-        let rbac: Vec<Value> = objects
+        let applied: Vec<Value> = objects
             .iter()
-            .filter(|o| RBAC_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
+            .filter(|o| APPLIED_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
             .cloned()
             .collect();
         let file = control_plane.file(&format!("rbac-{name}.json"));
-        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rbac});
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": applied});
         std::fs::write(&file, list.to_string()).expect("write rendered RBAC");
         Install {
             name: name.to_string(),
@@ -61,7 +64,7 @@ impl Install {
         }
     }
 
-    /// `kubectl apply` of the render's RBAC objects.
+    /// `kubectl apply` of the render's RBAC objects and admission policies.
     pub fn apply(&self, control_plane: &ControlPlane) {
         kubectl(
             control_plane,
