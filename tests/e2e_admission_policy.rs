@@ -15,7 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
-use support::rbac::{self, Install};
+use support::rbac::Install;
 use support::{jobs, ControlPlane, Crds};
 
 e2e_suite!(
