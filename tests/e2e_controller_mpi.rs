@@ -65,7 +65,8 @@ fn pi() -> Value {
 
 async fn the_upstream_pi_example_runs_to_success_with_deploys_rbac() {
     let control_plane = ControlPlane::shared(&support::assets::get(), Crds::MpiV2beta1);
-    let kubeconfig = support::controller::deploys_identity(control_plane).await;
+    let kubeconfig =
+        support::controller::deploys_identity_with(control_plane, &["controller-mpi"]).await;
     let args = [
         "--kinds=MPIJob",
         "--leader-elect=false",

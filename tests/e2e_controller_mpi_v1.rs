@@ -57,7 +57,8 @@ fn example(file: &str) -> Value {
 
 async fn the_upstream_mnist_example_runs_to_success_with_deploys_rbac() {
     let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
-    let kubeconfig = support::controller::deploys_identity(control_plane).await;
+    let kubeconfig =
+        support::controller::deploys_identity_with(control_plane, &["controller-mpi-v1"]).await;
     let controller = Controller::start_as(control_plane, &kubeconfig, "controller-mpi-v1", &ARGS);
     let client = control_plane.client().await;
     let ns = control_plane.namespace("mpi-v1").await;

@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 use crate::controller::leader::{Elector, LeaseConfig, LeaseError};
 use crate::controller::metrics::ControllerMetrics;
 use crate::controller::snapshot::RUNNABLE_KINDS;
-use crate::controller::{runner, Config, GangScheduler, StuckAction};
+use crate::controller::{runner, Config, GangScheduler, Scope, StuckAction};
 use crate::duration::parse_duration;
 use crate::error_chain;
 use crate::exit;
@@ -29,6 +29,12 @@ pub struct ControllerOptions {
     /// each job's pods (deploy/README.md).
     #[arg(long, value_delimiter = ',', default_values_t = RUNNABLE_KINDS.iter().map(|k| k.to_string()), env = "GANGPLANK_KINDS")]
     pub kinds: Vec<String>,
+    /// Namespaces to serve, separated by commas; none (the default) serves every namespace.
+    /// With a list, every watch and write of the controller is in those namespaces only, so
+    /// RoleBindings there are all the rights it needs (deploy/controller-namespaced); jobs
+    /// elsewhere are never reconciled.
+    #[arg(long, value_delimiter = ',', env = "GANGPLANK_NAMESPACES")]
+    pub namespaces: Vec<String>,
     /// Gang scheduler whose PodGroups the controller writes: `volcano`, `kubernetes` (the
     /// native scheduling.k8s.io/v1alpha2 PodGroup of Kubernetes 1.36; pods keep the default
     /// scheduler), a scheduler-plugins scheduler name (e.g. `scheduler-plugins-scheduler`),
@@ -113,7 +119,7 @@ impl ControllerArgs {
 impl ControllerOptions {
     /// Runs the controllers until `shutdown` resolves; an exit code.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> u8 {
-        let (kinds, config) = match self.settings() {
+        let (kinds, scope, config) = match self.settings() {
             Ok(settings) => settings,
             Err(message) => {
                 error!(error = %message, "invalid controller settings");
@@ -137,6 +143,7 @@ impl ControllerOptions {
         if self.trainjobs {
             tokio::spawn(crate::trainer::native::run(
                 client.clone(),
+                scope.clone(),
                 shutdown.clone(),
             ));
         }
@@ -146,7 +153,15 @@ impl ControllerOptions {
             instance: Some(identity.clone()),
         };
         if !self.leader_elect {
-            let run = runner::run(client, kinds, config, metrics, reporter, shutdown.clone());
+            let run = runner::run(
+                client,
+                kinds,
+                &scope,
+                config,
+                metrics,
+                reporter,
+                shutdown.clone(),
+            );
             drained(run, shutdown).await;
             return exit::OK;
         }
@@ -171,6 +186,7 @@ impl ControllerOptions {
         let run = runner::run(
             client,
             kinds,
+            &scope,
             config,
             metrics.clone(),
             reporter,
@@ -195,7 +211,7 @@ impl ControllerOptions {
         code
     }
 
-    fn settings(&self) -> Result<(Vec<&'static KindSpec>, Config), String> {
+    fn settings(&self) -> Result<(Vec<&'static KindSpec>, Scope, Config), String> {
         let mut kinds = Vec::new();
         for name in &self.kinds {
             let spec = runnable(name).ok_or_else(|| {
@@ -204,7 +220,10 @@ impl ControllerOptions {
                     RUNNABLE_KINDS.join(", ")
                 )
             })?;
-            kinds.push(spec);
+            // A kind named twice (a component's second --kinds repeating one) runs once.
+            if !kinds.iter().any(|k: &&KindSpec| std::ptr::eq(*k, spec)) {
+                kinds.push(spec);
+            }
         }
         let mpi_versions = kinds.iter().filter(|k| k.kind == "MPIJob").count();
         if mpi_versions > 1 {
@@ -212,6 +231,7 @@ impl ControllerOptions {
             // both act on every MPIJob.
             return Err("--kinds: MPIJob (v2beta1) and MPIJob/v1 exclude each other: a cluster has one MPIJob CRD (crds/README.md)".to_string());
         }
+        let scope = Scope::from_flag(&self.namespaces)?;
         let config = Config {
             gang: GangScheduler::from_flag(self.gang_scheduler.trim()),
             start_deadline: (!self.start_deadline.is_zero()).then_some(self.start_deadline),
@@ -223,7 +243,7 @@ impl ControllerOptions {
             mpi_kubectl_delivery_image: self.mpi_kubectl_delivery_image.clone(),
             ..Config::default()
         };
-        Ok((kinds, config))
+        Ok((kinds, scope, config))
     }
 }
 
@@ -385,4 +405,56 @@ async fn serve_metrics(addr: &str, metrics: Arc<ControllerMetrics>) -> Result<()
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn settings(args: &[&str]) -> Result<(Vec<&'static KindSpec>, Scope, Config), String> {
+        let all = ["gangplank", "controller"].iter().chain(args);
+        match Cli::try_parse_from(all).map(|cli| cli.command) {
+            Ok(Command::Controller(ControllerArgs { options })) => options.settings(),
+            other => Err(format!("not the controller command: {other:?}")),
+        }
+    }
+
+    #[test]
+    fn a_second_kinds_flag_adds_to_the_first_and_a_repeated_kind_runs_once() {
+        // deploy/controller lists the v1 kinds; deploy/controller-mpi appends --kinds=MPIJob.
+        let (kinds, _, _) = settings(&["--kinds=PyTorchJob,TFJob", "--kinds=MPIJob,TFJob"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = kinds
+            .iter()
+            .map(|k| k.api_version() + " " + k.kind)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "kubeflow.org/v1 PyTorchJob",
+                "kubeflow.org/v1 TFJob",
+                "kubeflow.org/v2beta1 MPIJob"
+            ]
+        );
+    }
+
+    #[test]
+    fn namespaces_confine_the_controller_and_none_is_the_whole_cluster() {
+        let (_, scope, _) =
+            settings(&["--namespaces=team-b,team-a"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            scope,
+            Scope::Namespaces(vec!["team-a".into(), "team-b".into()])
+        );
+        let (_, scope, _) = settings(&[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(scope, Scope::Cluster);
+        let refused = settings(&["--namespaces=Team_A"]).err().unwrap_or_default();
+        assert!(
+            refused.contains("\"Team_A\" is not a namespace name"),
+            "{refused}"
+        );
+    }
 }

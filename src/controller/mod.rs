@@ -30,7 +30,8 @@
 //! - [`action`]: [`Plan`], [`Action`] and [`Event`], the output.
 //!
 //! The I/O shell around `plan`, holding no semantics of its own:
-//! - [`runner`]: one kube-runtime `Controller` per kind, pods and Services watched into caches;
+//! - [`runner`]: one kube-runtime `Controller` per kind (and per namespace with
+//!   `--namespaces`, [`scope`]), pods and Services watched into caches;
 //! - [`reconcile`]: snapshot → [`observe`] → `plan` → [`apply`] → status → Events → requeue;
 //! - [`expectations`]: creates the watch cache has not shown yet, so they are not planned twice;
 //! - [`ssh_key`]: the MPIJob SSH key pair, generated when its Secret is created;
@@ -65,6 +66,7 @@ pub mod reconcile;
 pub mod replicas;
 pub mod restart;
 pub mod runner;
+pub mod scope;
 pub mod services;
 pub mod snapshot;
 pub mod ssh_key;
@@ -75,6 +77,7 @@ pub use action::{Action, DeleteReason, Event, EventType, NewPod, Plan};
 pub use config::{Config, GangScheduler, StuckAction};
 pub use observed::{ClusterFacts, Foreign, LauncherRbac, Observed, QueueProblem, SshSecret};
 pub use plan::plan;
+pub use scope::Scope;
 pub use snapshot::{JobSnapshot, SnapshotError};
 pub use status::{Condition, ConditionType, JobStatus, ReplicaStatus};
 

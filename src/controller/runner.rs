@@ -4,12 +4,18 @@
 //! Entry point: [`run`]. Pods and Services are watched once per kind with the kind's
 //! `training.kubeflow.org/operator-name` label, into caches the reconciles read from; a pod
 //! change triggers its owner's reconcile.
+//!
+//! With `--namespaces` ([`Scope::Namespaces`]) each kind runs one `Controller` per namespace,
+//! every watch of it opened on that namespace alone. Not one controller over merged
+//! per-namespace watches: a reflector's cache is replaced whole when its watch (re)lists, so
+//! one cache fed by several namespaces' watches would lose the others' objects at each
+//! relist; separate controllers keep separate caches, and need no cluster-wide right.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
@@ -20,32 +26,38 @@ use super::naming::OPERATOR_NAME;
 use super::observe::pod_group_resource;
 use super::podgroup;
 use super::reconcile::{error_policy, reconcile, Context};
+use super::scope::{api, dynamic_api, Scope};
 use super::Config;
 use crate::job::KindSpec;
 
 /// Reconciles at once per kind; each is a handful of API calls.
 const CONCURRENCY: u16 = 16;
 
-/// Runs the controllers of `kinds` until `shutdown` resolves (then they finish what they
-/// are doing and return).
+/// Runs the controllers of `kinds` in `scope` until `shutdown` resolves (then they finish
+/// what they are doing and return).
 pub async fn run(
     client: kube::Client,
     kinds: Vec<&'static KindSpec>,
+    scope: &Scope,
     config: Config,
     metrics: Arc<ControllerMetrics>,
     reporter: Reporter,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) {
-    let loops = kinds.into_iter().map(|kind| {
-        let context = KindContext {
-            client: client.clone(),
-            config: config.clone(),
-            metrics: metrics.clone(),
-            reporter: reporter.clone(),
-        };
-        run_kind(context, kind, shutdown.clone())
+    let namespaces = scope.each();
+    let loops = kinds.into_iter().flat_map(|kind| {
+        namespaces.iter().map(|namespace| {
+            let context = KindContext {
+                client: client.clone(),
+                config: config.clone(),
+                metrics: metrics.clone(),
+                reporter: reporter.clone(),
+                namespace: namespace.map(str::to_string),
+            };
+            run_kind(context, kind, shutdown.clone())
+        })
     });
-    futures::future::join_all(loops).await;
+    futures::future::join_all(loops.collect::<Vec<_>>()).await;
 }
 
 struct KindContext {
@@ -53,6 +65,8 @@ struct KindContext {
     config: Config,
     metrics: Arc<ControllerMetrics>,
     reporter: Reporter,
+    /// The one namespace this controller watches, or `None` for the whole cluster.
+    namespace: Option<String>,
 }
 
 /// The API resource of a training kind (kubeflow.org/v1; plurals are `<kind>s`).
@@ -72,11 +86,12 @@ async fn run_kind(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let resource = resource(kind);
-    let jobs: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+    let namespace = ctx.namespace.as_deref();
+    let jobs = dynamic_api(&ctx.client, namespace, &resource);
     let selector = format!("{OPERATOR_NAME}={}", kind.operator_name);
     let children = watcher::Config::default().labels(&selector);
-    let (pods, pod_events) = cached::<Pod>(&ctx.client, children.clone());
-    let (services, service_events) = cached::<Service>(&ctx.client, children.clone());
+    let (pods, pod_events) = cached::<Pod>(&ctx.client, namespace, children.clone());
+    let (services, service_events) = cached::<Service>(&ctx.client, namespace, children.clone());
     let context = Arc::new(Context {
         client: ctx.client.clone(),
         config: ctx.config,
@@ -88,17 +103,20 @@ async fn run_kind(
         metrics: ctx.metrics,
         expectations: Default::default(),
     });
-    tracing::info!(kind = kind.kind, "controller started");
+    let scope = namespace.unwrap_or("(all namespaces)").to_string();
+    tracing::info!(kind = kind.kind, namespace = %scope, "controller started");
     let mut controller = Controller::new_with(jobs, watcher::Config::default(), resource)
         .owns_stream(pod_events)
         .owns_stream(service_events);
     if kind.kind == "MPIJob" {
         // A hostfile edited or deleted by hand is repaired at once, not at the job's next
         // pod change (the ConfigMaps carry the operator-name label, so only ours are watched).
-        let api: Api<ConfigMap> = Api::all(context.client.clone());
-        let stream = watcher(api, children.clone())
-            .default_backoff()
-            .touched_objects();
+        let stream = watcher(
+            api::<ConfigMap>(&context.client, namespace),
+            children.clone(),
+        )
+        .default_backoff()
+        .touched_objects();
         controller = controller.owns_stream(stream);
     }
     // A PodGroup the scheduler admits (Volcano: phase leaves Pending) is what lets the pods
@@ -106,7 +124,7 @@ async fn run_kind(
     // reports: watch them, as upstream does, rather than wait for a resync.
     if let Some(gang) = &context.config.gang {
         let groups = pod_group_resource(podgroup::api_version(gang));
-        let api: Api<DynamicObject> = Api::all_with(context.client.clone(), &groups);
+        let api = dynamic_api(&context.client, namespace, &groups);
         // PodGroups carry no operator label (upstream sets none): the owner reference sorts them.
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -123,20 +141,21 @@ async fn run_kind(
             }
         })
         .await;
-    tracing::info!(kind = kind.kind, "controller stopped");
+    tracing::info!(kind = kind.kind, namespace = %scope, "controller stopped");
 }
 
-/// A watch of `K` with `config` feeding a cache; the cache, and the stream of changed
-/// objects that triggers owners' reconciles.
+/// A watch of `K` in `namespace` (or the cluster) with `config` feeding a cache; the cache,
+/// and the stream of changed objects that triggers owners' reconciles.
 fn cached<K>(
     client: &kube::Client,
+    namespace: Option<&str>,
     config: watcher::Config,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
-    K: kube::Resource<DynamicType = ()>
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
@@ -144,9 +163,8 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = Api::all(client.clone());
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config))
+    let stream = reflector::reflector(writer, watcher(api::<K>(client, namespace), config))
         .default_backoff()
         .touched_objects();
     (store, stream)

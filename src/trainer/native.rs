@@ -17,6 +17,8 @@ use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
+
+use crate::controller::scope::{dynamic_api, Scope};
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
@@ -103,14 +105,32 @@ fn pod_groups() -> ApiResource {
 /// `gangplank controller --trainjobs`: creates the PodGroup of every marked TrainJob, and
 /// again if it is deleted while the TrainJob lives, until `shutdown`. The PodGroup's spec is
 /// immutable: it is created once and never patched; the garbage collector removes it with
-/// the TrainJob (its owner).
+/// the TrainJob (its owner). With `--namespaces`, one such controller per namespace (as the
+/// training kinds', src/controller/runner.rs says why).
 pub async fn run(
     client: kube::Client,
+    scope: Scope,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let loops = scope
+        .each()
+        .into_iter()
+        .map(|namespace| run_in(client.clone(), namespace, shutdown.clone()));
+    futures::future::join_all(loops.collect::<Vec<_>>()).await;
+}
+
+async fn run_in(
+    client: kube::Client,
+    namespace: Option<&str>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let jobs: Api<DynamicObject> = Api::all_with(client.clone(), &trainjobs());
-    let groups: Api<DynamicObject> = Api::all_with(client.clone(), &pod_groups());
-    info!("creating the native PodGroups of TrainJobs marked {MIN_COUNT_ANNOTATION}");
+    let jobs = dynamic_api(&client, namespace, &trainjobs());
+    let groups = dynamic_api(&client, namespace, &pod_groups());
+    let scope = namespace.unwrap_or("(all namespaces)");
+    info!(
+        namespace = scope,
+        "creating the native PodGroups of TrainJobs marked {MIN_COUNT_ANNOTATION}"
+    );
     Controller::new_with(jobs, watcher::Config::default(), trainjobs())
         .owns_with(groups, pod_groups(), watcher::Config::default())
         .graceful_shutdown_on(shutdown)

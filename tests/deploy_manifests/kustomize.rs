@@ -38,7 +38,7 @@ fn kubectl() -> PathBuf {
 }
 
 /// `kubectl kustomize DIR` as JSON documents, or `None` when no kubectl is installed.
-fn kustomize(dir: &Path) -> Option<Vec<Value>> {
+pub fn kustomize(dir: &Path) -> Option<Vec<Value>> {
     let output = match Command::new(kubectl()).arg("kustomize").arg(dir).output() {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -55,7 +55,7 @@ fn kustomize(dir: &Path) -> Option<Vec<Value>> {
 }
 
 /// `to` as seen from `from`: kustomize refuses absolute paths to other kustomizations.
-fn relative_path(from: &Path, to: &Path) -> PathBuf {
+pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
     let from = from.canonicalize().expect("canonical overlay dir");
     let to = to.canonicalize().expect("canonical deploy dir");
     let common = from
@@ -69,7 +69,7 @@ fn relative_path(from: &Path, to: &Path) -> PathBuf {
     path
 }
 
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objects
         .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
@@ -89,6 +89,7 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
     };
     let cluster_scoped = [
         "Namespace",
+        "PriorityClass",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
     ];
@@ -210,9 +211,11 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
     }
     let image = &controller["spec"]["template"]["spec"]["containers"][0]["image"];
     assert_eq!(image, &format!("gangplank:{}", env!("CARGO_PKG_VERSION")));
+    // ServiceAccount, ClusterRole and its binding, the leader Role and its binding, the
+    // Deployment, its PDB, three admission policies and their bindings.
     assert_eq!(
         with_controller.len(),
-        plain.len() + 6,
+        plain.len() + 13,
         "{with_controller:#?}"
     );
 

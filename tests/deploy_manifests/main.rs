@@ -11,9 +11,11 @@
 //!
 //! One binary, split by topic: `files` (what kustomize applies), `webhooks` (the admission
 //! configurations), `workload` (Deployment, PDB, Service, ServiceAccount), `cert_manager`
-//! and `controller` (the components), `policies` (the ConfigMaps and their file lists) and `kustomize` (the builds).
+//! and `controller` (the components), `components` (the opt-in widening and narrowing
+//! components), `policies` (the ConfigMaps and their file lists) and `kustomize` (the builds).
 
 mod cert_manager;
+mod components;
 mod controller;
 mod files;
 mod image_pinning;

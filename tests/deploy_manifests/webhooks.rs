@@ -112,3 +112,40 @@ fn webhooks_skip_gangplanks_namespace_and_kube_system() {
         );
     }
 }
+
+/// The controller's own requests skip both webhooks (so that its bookkeeping goes on while
+/// the server is down): exactly its ServiceAccount's username, nothing wider (no group, no
+/// prefix), and the same identity deploy/controller's admission policy fences.
+#[test]
+fn webhooks_skip_exactly_the_controllers_service_account() {
+    let username = "system:serviceaccount:gangplank-system:gangplank-controller";
+    for (endpoint, configuration) in Manifests::get().webhook_configurations() {
+        let conditions = &configuration["webhooks"][0]["matchConditions"];
+        assert_eq!(
+            conditions,
+            &json!([{
+                "name": "not-the-gangplank-controller",
+                "expression": format!("request.userInfo.username != '{username}'"),
+            }]),
+            "{endpoint}"
+        );
+    }
+    let manifests = Manifests::get();
+    let account = &manifests.in_component("controller", "ServiceAccount")[0]["metadata"];
+    assert_eq!(
+        format!(
+            "system:serviceaccount:{}:{}",
+            account["namespace"].as_str().unwrap_or_default(),
+            account["name"].as_str().unwrap_or_default()
+        ),
+        username
+    );
+    for policy in manifests.in_component("controller", "ValidatingAdmissionPolicy") {
+        assert_eq!(
+            policy["spec"]["matchConditions"],
+            json!([{"name": "gangplank-controller", "expression": format!("request.userInfo.username == '{username}'")}]),
+            "{}",
+            policy["metadata"]["name"]
+        );
+    }
+}

@@ -9,10 +9,10 @@ use crate::policies::PolicyFiles;
 use crate::support::*;
 
 #[test]
-fn deployment_runs_two_replicas_kept_apart_and_kept_available() {
+fn deployment_runs_three_replicas_spread_over_nodes_and_zones_and_kept_available() {
     let manifests = Manifests::get();
     let deployment = manifests.deployment();
-    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["replicas"], 3);
     assert_eq!(
         deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
         0
@@ -21,15 +21,103 @@ fn deployment_runs_two_replicas_kept_apart_and_kept_available() {
     let labels = &deployment["spec"]["template"]["metadata"]["labels"];
     assert!(selects(selector, labels), "selector must match the pods");
 
-    let terms = &manifests.pod()["affinity"]["podAntiAffinity"]
-        ["preferredDuringSchedulingIgnoredDuringExecution"];
-    let term = &terms[0]["podAffinityTerm"];
-    assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
-    assert!(selects(&term["labelSelector"]["matchLabels"], labels));
+    // Hard on nodes (a lost node takes one replica), soft on zones (nodes without a zone
+    // label must stay usable).
+    let spread = manifests.pod()["topologySpreadConstraints"]
+        .as_array()
+        .expect("topologySpreadConstraints");
+    let rule = |key: &str| -> (Value, Value) {
+        let found = spread
+            .iter()
+            .find(|c| c["topologyKey"] == key)
+            .unwrap_or_else(|| panic!("no spread over {key}"));
+        assert_eq!(found["maxSkew"], 1, "{key}");
+        assert!(
+            selects(&found["labelSelector"]["matchLabels"], labels),
+            "{key}"
+        );
+        (
+            found["whenUnsatisfiable"].clone(),
+            found["nodeTaintsPolicy"].clone(),
+        )
+    };
+    assert_eq!(
+        rule("kubernetes.io/hostname"),
+        (json!("DoNotSchedule"), json!("Honor"))
+    );
+    assert_eq!(rule("topology.kubernetes.io/zone").0, "ScheduleAnyway");
+    assert!(
+        manifests.pod()["affinity"].is_null(),
+        "the spread constraints replace the preferred anti-affinity"
+    );
 
     let pdb = manifests.one("PodDisruptionBudget");
-    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(
+        pdb["spec"]["maxUnavailable"], 1,
+        "two of three keep answering"
+    );
     assert_eq!(pdb["spec"]["selector"]["matchLabels"], *selector);
+}
+
+/// With failurePolicy Fail a preempted webhook stops all job admission, and a preempted
+/// controller leaves jobs without restarts and deadlines: both Deployments run at the
+/// shipped class, which outranks any workload class (and is not system-cluster-critical,
+/// which a ResourceQuota may keep out of gangplank-system).
+#[test]
+fn both_deployments_run_at_gangplanks_priority_and_the_controller_keeps_a_pod_through_drains() {
+    let manifests = Manifests::get();
+    let classes = manifests.all("PriorityClass");
+    assert_eq!(classes.len(), 1, "one PriorityClass in deploy/");
+    let class = classes[0];
+    assert_eq!(
+        class["value"], 1_000_000_000,
+        "the highest non-system value"
+    );
+    assert_eq!(class["globalDefault"], false);
+    let name = &class["metadata"]["name"];
+    for deployment in manifests.all("Deployment") {
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["priorityClassName"], *name,
+            "{}",
+            deployment["metadata"]["name"]
+        );
+    }
+    let controller_pdb = manifests.in_component("controller", "PodDisruptionBudget");
+    assert_eq!(controller_pdb.len(), 1, "a PDB in deploy/controller/");
+    let controller = manifests.in_component("controller", "Deployment")[0];
+    assert_eq!(controller_pdb[0]["spec"]["maxUnavailable"], 1);
+    assert_eq!(
+        controller_pdb[0]["spec"]["selector"]["matchLabels"],
+        controller["spec"]["selector"]["matchLabels"]
+    );
+}
+
+/// Only the control plane may open the webhook port: the policy selects the webhook pods,
+/// is Ingress only (egress untouched: the registries, the API), and admits port 8443 from
+/// one ipBlock, the placeholder a platform replaces with its apiserver addresses
+/// (deploy/networkpolicy.yaml).
+#[test]
+fn network_policy_admits_only_an_ip_block_to_the_webhook_port() {
+    let manifests = Manifests::get();
+    let policy = manifests.one("NetworkPolicy");
+    let labels = &manifests.deployment()["spec"]["template"]["metadata"]["labels"];
+    assert!(selects(
+        &policy["spec"]["podSelector"]["matchLabels"],
+        labels
+    ));
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    let ingress = policy["spec"]["ingress"].as_array().expect("ingress");
+    assert_eq!(ingress.len(), 1, "{ingress:?}");
+    assert_eq!(
+        ingress[0]["ports"],
+        json!([{"protocol": "TCP", "port": 8443}])
+    );
+    let from = ingress[0]["from"].as_array().expect("from");
+    assert_eq!(from.len(), 1, "{from:?}");
+    assert!(from[0]["ipBlock"]["cidr"].is_string(), "{from:?}");
+    assert!(from[0].get("podSelector").is_none() && from[0].get("namespaceSelector").is_none());
+    let port = &manifests.container()["ports"][0];
+    assert_eq!(port["containerPort"], 8443);
 }
 
 /// Transparent huge pages inflated RSS (RELIABILITY.md "Soak": 43 of 73 MiB of heap); the

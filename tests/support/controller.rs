@@ -133,21 +133,35 @@ fn now() -> String {
         .unwrap_or_default()
 }
 
-/// deploy/controller/'s ServiceAccount and RBAC, applied to the control plane; a kubeconfig
-/// holding a token of that ServiceAccount and nothing else.
+/// deploy/controller/'s ServiceAccount, RBAC and admission policies, applied to the control
+/// plane; a kubeconfig holding a token of that ServiceAccount and nothing else (so the
+/// controller runs as deployed: its rights, and the fence around them).
 pub async fn deploys_identity(control_plane: &ControlPlane) -> std::path::PathBuf {
-    let client = control_plane.client().await;
+    deploys_identity_with(control_plane, &[]).await
+}
+
+/// As [`deploys_identity`], with deploy/controller's RBAC as `components` (after
+/// deploy/controller, e.g. `controller-mpi`) extend it: rendered by `kubectl kustomize`, as a
+/// user installs them.
+pub async fn deploys_identity_with(
+    control_plane: &ControlPlane,
+    components: &[&str],
+) -> std::path::PathBuf {
+    deploys_identity_bound(control_plane, components, &[]).await
+}
+
+/// As [`deploys_identity_with`], with `bindings` (a directory under deploy/ and the
+/// namespace it is included into, as deploy/controller-namespaced's overlays do).
+pub async fn deploys_identity_bound(
+    control_plane: &ControlPlane,
+    components: &[&str],
+    bindings: &[(&str, &str)],
+) -> std::path::PathBuf {
     control_plane.ensure_namespace("gangplank-system").await;
-    let dir = super::repo().join("deploy/controller");
-    for file in ["serviceaccount.yaml", "rbac.yaml"] {
-        let text = std::fs::read_to_string(dir.join(file)).expect("manifest");
-        let objects: Vec<Value> = yaml_serde::Deserializer::from_str(&text)
-            .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
-            .collect();
-        for object in objects {
-            apply(&client, &object).await;
-        }
-    }
+    let mut all = vec!["controller"];
+    all.extend_from_slice(components);
+    let name = format!("identity-{}", all.join("+"));
+    super::rbac::Install::render(control_plane, &name, &all, bindings).apply(control_plane);
     let output = std::process::Command::new(control_plane.assets.kubectl())
         .arg("--kubeconfig")
         .arg(&control_plane.kubeconfig)
@@ -175,7 +189,44 @@ pub async fn deploys_identity(control_plane: &ControlPlane) -> std::path::PathBu
     let limited = format!("{}token: {token}{}", &admin[..start], &admin[end..]);
     let path = control_plane.file("controller-kubeconfig");
     std::fs::write(&path, limited).expect("write kubeconfig");
+    wait_fenced(&path).await;
     path
+}
+
+/// Waits until deploy/controller's admission policies are in force for the identity of
+/// `kubeconfig` (the API server reads them through an informer): a dry-run create of a Lease
+/// other than the leader's, which its RBAC allows in gangplank-system in every install, is
+/// refused by the policy.
+async fn wait_fenced(kubeconfig: &std::path::Path) {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(config, &options)
+        .await
+        .expect("client config");
+    let client = kube::Client::try_from(config).expect("client");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client, "gangplank-system");
+    let probe =
+        serde_json::from_value(json!({"metadata": {"name": "fence-probe"}})).expect("lease");
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    super::wait_for(
+        "the controller's admission policies in force",
+        Duration::from_secs(30),
+        || async {
+            match leases.create(&params, &probe).await {
+                Err(kube::Error::Api(status))
+                    if status.message.contains("ValidatingAdmissionPolicy") =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
 }
 
 /// Server-side apply of one manifest (plural: the kind lowercased + "s", true of these).

@@ -23,6 +23,7 @@ pub mod held_registry;
 pub mod jobs;
 pub mod nodes;
 pub mod process;
+pub mod rbac;
 pub mod registry;
 pub mod run;
 pub mod scheduler;
