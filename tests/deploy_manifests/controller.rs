@@ -69,7 +69,7 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
         (
             "",
             &["pods", "services"],
-            &["list", "watch", "create", "delete"],
+            &["get", "list", "watch", "create", "delete"],
         ),
         ("", &["events"], &["list"]),
         ("", &["persistentvolumeclaims"], &["get"]),
