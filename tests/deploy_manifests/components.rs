@@ -117,8 +117,8 @@ fn controller_mpi_v1_adds_the_launchers_identity_and_exec_and_nothing_else() {
             "rolebindings",
             &["get", "create"],
         ),
-        // What the launcher's Role grants, which the controller must hold to grant it.
-        ("", "pods", &["get"]),
+        // What the launcher's Role grants, which the controller must hold to grant it
+        // (pods get/list/watch are in the base role already).
         ("", "pods/exec", &["create"]),
     ]);
     assert_eq!(added, expected);
