@@ -55,6 +55,10 @@ pub struct Options {
     pub max_body_bytes: usize,
     pub review_bytes_in_flight: usize,
     pub review_budget_wait: Duration,
+    /// `--client-ca`: the CA whose client certificates the admission routes require.
+    pub client_ca: Option<PathBuf>,
+    /// `--metrics-addr`.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl Default for Options {
@@ -68,12 +72,16 @@ impl Default for Options {
             max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
             review_bytes_in_flight: gangplank::admission::server::DEFAULT_REVIEW_BYTES_IN_FLIGHT,
             review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
+            client_ca: None,
+            metrics_addr: None,
         }
     }
 }
 
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// `--metrics-addr`'s listener, when the options set one.
+    pub metrics_addr: Option<SocketAddr>,
     pub ca: Ca,
     /// The pair the server started with.
     pub first: Bundle,
@@ -132,11 +140,16 @@ impl TestServer {
             review_bytes_in_flight: opts.review_bytes_in_flight,
             review_budget_wait: opts.review_budget_wait,
             images: Default::default(),
+            client_ca: opts.client_ca.as_deref().map(|path| {
+                Arc::new(gangplank::admission::client_auth::ClientCa::from_file(path).expect("client CA loads"))
+            }),
+            metrics_addr: opts.metrics_addr,
         };
         let server = Server::bind(config, store, cert, metrics.clone())
             .await
             .expect("binds");
         let addr = server.local_addr().expect("bound address");
+        let metrics_addr = server.metrics_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             server
@@ -149,6 +162,7 @@ impl TestServer {
         let client = client_for(&ca);
         let s = TestServer {
             addr,
+            metrics_addr,
             ca,
             first,
             cert_files,
