@@ -242,7 +242,10 @@ mod tests {
 
     #[test]
     fn a_body_the_budget_has_no_room_for_is_not_kept_and_refused_with_its_uid() {
-        let text = format!(r#"{{"request":{{"uid":"full","object":"{}"}}}}"#, "a".repeat(8192));
+        let text = format!(
+            r#"{{"request":{{"uid":"full","object":"{}"}}}}"#,
+            "a".repeat(8192)
+        );
         let length = u64::try_from(text.len()).unwrap();
         for declared in [Some(length), None] {
             let got = run(async {
@@ -257,7 +260,11 @@ mod tests {
                     &mut reservation,
                 )
                 .await;
-                assert_eq!(reservation.held_kib(), 0, "nothing held by the refused body");
+                assert_eq!(
+                    reservation.held_kib(),
+                    0,
+                    "nothing held by the refused body"
+                );
                 got
             });
             let Err(BodyError::NoRoom(o)) = got else {

@@ -95,11 +95,7 @@ impl Reservation {
         if want <= held {
             return Ok(());
         }
-        let more = self
-            .budget
-            .permits
-            .clone()
-            .acquire_many_owned(want - held);
+        let more = self.budget.permits.clone().acquire_many_owned(want - held);
         // `timeout_at` polls the acquisition before its timer: with no time left a request
         // that finds room still gets it.
         match tokio::time::timeout_at(self.deadline, more).await {
@@ -133,10 +129,9 @@ impl Reservation {
 /// The budget's permits: `bytes` in KiB, at least one; at most what tokio's semaphore holds
 /// (`u32` permits are far more than memory: 4 TiB).
 fn budget_kib(bytes: usize) -> u32 {
-    u32::try_from(bytes / 1024).unwrap_or(u32::MAX).clamp(
-        1,
-        u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX),
-    )
+    u32::try_from(bytes / 1024)
+        .unwrap_or(u32::MAX)
+        .clamp(1, u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX))
 }
 
 /// The permits `len` bytes take: their KiB, at least one, at most the budget.

@@ -96,7 +96,11 @@ impl Ca {
     /// A client certificate for `name` (the apiserver's, for `--client-ca`), signed by this
     /// CA and valid for `days`.
     pub fn issue_client(&self, name: &str, days: u32) -> Result<Bundle, CertError> {
-        self.leaf(&[name.to_string()], days, ExtendedKeyUsagePurpose::ClientAuth)
+        self.leaf(
+            &[name.to_string()],
+            days,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )
     }
 
     fn leaf(

@@ -36,8 +36,8 @@
 )]
 
 use std::future::Future;
-use std::pin::Pin;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,10 +52,10 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use tower::ServiceExt as _;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
 use tracing::{debug, info, warn};
 
 use super::body::{self, BodyError, Oversized};
@@ -96,21 +96,27 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// An idle connection costs about 10 KiB (RELIABILITY.md: 10,000 idle TLS connections
 /// added 105 MiB of RSS), and one that is sent data it has not read yet holds at most its
-/// HTTP/2 window ([`H2_WINDOW`]) and the request heads of its streams ([`H2_MAX_STREAMS`] ×
-/// [`H2_MAX_HEADER_LIST`]), or its HTTP/1.1 read buffer ([`H1_MAX_BUF`]): ~106 KiB at worst.
-/// 1,024 of them are ~106 MiB at worst (~10 MiB idle); 4,096 (before) could hold 4 GiB of
-/// HTTP/2 data (1 MiB windows, 200 streams). The apiserver needs a few connections per
-/// replica; at the bound the least recently active one is closed (slowloris stays harmless).
+/// HTTP/2 connection window ([`H2_CONNECTION_WINDOW`]) and the request heads of its streams
+/// ([`H2_MAX_STREAMS`] × [`H2_MAX_HEADER_LIST`]), or its HTTP/1.1 read buffer
+/// ([`H1_MAX_BUF`]): ~90 KiB at worst. 1,024 of them are ~90 MiB at worst (~10 MiB idle);
+/// 4,096 (before) could hold 4 GiB of HTTP/2 data (1 MiB windows, 200 streams). The
+/// apiserver needs a few connections per replica; at the bound the least recently active one
+/// is closed (slowloris stays harmless).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// HTTP/2 streams per connection. Each stream is a request waiting for the memory budget
 /// with its head in memory; the apiserver (Go's HTTP/2 client) opens another connection when
 /// a connection's streams are all in use.
-pub const H2_MAX_STREAMS: u32 = 8;
-/// HTTP/2 flow-control window, per connection and per stream: what a client may send that
-/// the server has not read. Bodies waiting for the budget are not read, so this is what they
-/// hold; 64 KiB is HTTP/2's own default (hyper's was 1 MiB), and a 12 MiB review still
-/// arrives within a few hundred round trips.
-pub const H2_WINDOW: u32 = 64 * 1024;
+pub const H2_MAX_STREAMS: u32 = 4;
+/// HTTP/2 flow-control window per stream: what a client may send on a stream that the
+/// server has not read. A body waiting for the memory budget is not read, so this is what it
+/// holds. Its streams' windows together fit in the connection's ([`H2_CONNECTION_WINDOW`]):
+/// otherwise a stream waiting for room fills the connection's window and stalls the stream
+/// that holds the room (seen: 408s after 5 s with one 64 KiB window for both). A 12 MiB
+/// review still arrives within a second at a 1 ms round trip.
+pub const H2_STREAM_WINDOW: u32 = 16 * 1024;
+/// HTTP/2 flow-control window per connection: every stream's window at once (hyper's default
+/// was 1 MiB, for each connection).
+pub const H2_CONNECTION_WINDOW: u32 = H2_MAX_STREAMS * H2_STREAM_WINDOW;
 /// Largest HTTP/2 request head (decoded headers). The apiserver sends a few hundred bytes.
 pub const H2_MAX_HEADER_LIST: u32 = 4 * 1024;
 /// Largest HTTP/1.1 read buffer (headers, and body pieces once read); hyper's default is
@@ -699,8 +705,8 @@ fn connection_builder() -> auto::Builder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(H2_MAX_STREAMS)
-        .initial_stream_window_size(H2_WINDOW)
-        .initial_connection_window_size(H2_WINDOW)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
         .max_header_list_size(H2_MAX_HEADER_LIST);
     builder
 }

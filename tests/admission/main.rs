@@ -5,9 +5,11 @@
 mod bad_input;
 mod cli;
 mod differential;
+mod drain;
 mod handoff;
 #[path = "../support/held_registry.rs"]
 mod held_registry;
+mod hostile_bodies;
 mod in_process;
 mod limits;
 mod load;
