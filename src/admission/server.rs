@@ -478,7 +478,7 @@ impl Server {
     /// Binds `config.addr` (port 0 picks a free port; see [`Server::local_addr`]), and
     /// `config.metrics_addr` when set.
     pub async fn bind(
-        config: Config,
+        mut config: Config,
         policies: Arc<PolicyStore>,
         cert: Arc<ServingCert>,
         metrics: Arc<Metrics>,
@@ -495,6 +495,8 @@ impl Server {
             Some(addr) => Some(scrape::bind(addr).await.map_err(ServeError::Metrics)?),
             None => None,
         };
+        // The port bound (port 0 picks one), for the webhook port's pointer to it.
+        config.metrics_addr = scrape.as_ref().and_then(|l| l.local_addr().ok());
         metrics.set_policies_loaded(policies.status().policies);
         let shared = Shared::new(&config, policies.clone(), cert.clone(), metrics.clone());
         Ok(Server {

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod cli;
+mod client_auth;
 mod differential;
 mod drain;
 mod handoff;
