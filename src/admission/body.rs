@@ -13,9 +13,12 @@
 //!
 //! Entry point: [`read_limited`].
 
+use std::time::Duration;
+
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
+use tokio::time::Instant;
 
 use super::budget::Reservation;
 use super::uid::UidScanner;
@@ -30,12 +33,20 @@ pub const DRAIN_MAX: u64 = 64 * 1024 * 1024;
 /// such a body.
 pub const EARLY_REFUSAL_READ: u64 = 64 * 1024;
 
+/// Time a body that is not kept (over the limit, or with no room) has, from when that is
+/// known, to be read to its end: reading it costs no memory, and many drained at once on a
+/// busy machine took longer than the 5 s a kept body has (server.rs `BODY_READ_TIMEOUT`).
+/// Below the shutdown grace (15 s).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[derive(Debug)]
 pub enum BodyError {
     /// Over the limit: how many bytes it has, and its uid.
     TooLarge(Oversized),
     /// No room in the memory budget within its wait: read (not kept) for its uid.
     NoRoom(Oversized),
+    /// Not received by its deadline: what was read was searched for its uid.
+    Slow(Oversized),
     /// The transport failed mid-body.
     Unreadable(String),
 }
@@ -58,6 +69,7 @@ pub struct Oversized {
 enum Unkept {
     OverLimit,
     NoRoom,
+    Slow,
 }
 
 /// The body if it has at most `limit` bytes and `budget` finds room for it. `declared` is its
@@ -73,12 +85,16 @@ enum Unkept {
 ///
 /// Time: searching costs one pass over the bytes of a body not kept, and ends at its uid
 /// (for the apiserver's reviews, in the first few hundred bytes); a kept body is not searched
-/// (it is parsed whole).
+/// (it is parsed whole). A body must arrive by `deadline`, or it is refused as
+/// [`BodyError::Slow`] with the uid of what was read; one that is not kept has
+/// [`DRAIN_TIMEOUT`] more to be read to its end, so that its refusal is answered cleanly even
+/// when many are drained at once.
 pub async fn read_limited(
     body: Body,
     limit: usize,
     declared: Option<u64>,
     budget: &mut Reservation,
+    deadline: Instant,
 ) -> Result<Bytes, BodyError> {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     let refuse_early = declared.is_some_and(|n| n > DRAIN_MAX);
@@ -90,17 +106,28 @@ pub async fn read_limited(
     let mut seen: u64 = 0;
     // Set when the body is not kept: from then on bytes are searched, not kept.
     let mut unkept: Option<(Unkept, UidScanner)> = None;
+    let mut deadline = deadline;
+    // A body not kept is read to its end for a clean answer, with time of its own for that.
+    let drain_by = |deadline: Instant| deadline.max(Instant::now() + DRAIN_TIMEOUT);
     match reserve {
         Some(n) if budget.cover(n).await.is_ok() => kept.reserve(n),
-        Some(_) => unkept = Some((Unkept::NoRoom, UidScanner::default())),
+        Some(_) => {
+            unkept = Some((Unkept::NoRoom, UidScanner::default()));
+            deadline = drain_by(deadline);
+        }
         None => {}
     }
-    let refused = |seen: u64, whole: bool, unkept: Option<(Unkept, UidScanner)>, kept: &[u8]| {
-        // Refused early while kept: what was kept is all that was read.
+    // `kept_why`: why a body refused while still kept is refused.
+    let refused = |seen: u64,
+                   whole: bool,
+                   unkept: Option<(Unkept, UidScanner)>,
+                   kept: &[u8],
+                   kept_why: Unkept| {
+        // Refused while kept: what was kept is all that was read.
         let (why, scanner) = unkept.unwrap_or_else(|| {
             let mut scanner = UidScanner::default();
             scanner.feed(kept);
-            (Unkept::OverLimit, scanner)
+            (kept_why, scanner)
         });
         let body = Oversized {
             bytes: match whole {
@@ -114,9 +141,15 @@ pub async fn read_limited(
         match why {
             Unkept::OverLimit => BodyError::TooLarge(body),
             Unkept::NoRoom => BodyError::NoRoom(body),
+            Unkept::Slow => BodyError::Slow(body),
         }
     };
-    while let Some(frame) = body.frame().await {
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) => return Err(refused(seen, false, unkept, &kept, Unkept::Slow)),
+        };
         let frame = frame.map_err(|e| BodyError::Unreadable(e.to_string()))?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
@@ -136,6 +169,7 @@ pub async fn read_limited(
                 kept = BytesMut::new();
                 budget.release();
                 unkept = Some((why, scanner));
+                deadline = drain_by(deadline);
             }
         }
         match unkept.as_mut() {
@@ -143,12 +177,12 @@ pub async fn read_limited(
             None => kept.extend_from_slice(&data),
         }
         if seen > DRAIN_MAX || (refuse_early && seen >= EARLY_REFUSAL_READ) {
-            return Err(refused(seen, false, unkept, &kept));
+            return Err(refused(seen, false, unkept, &kept, Unkept::OverLimit));
         }
     }
     match (refuse_early, unkept) {
-        (true, unkept) => Err(refused(seen, false, unkept, &kept)),
-        (false, Some(unkept)) => Err(refused(seen, true, Some(unkept), &kept)),
+        (true, unkept) => Err(refused(seen, false, unkept, &kept, Unkept::OverLimit)),
+        (false, Some(unkept)) => Err(refused(seen, true, Some(unkept), &kept, Unkept::OverLimit)),
         (false, None) => Ok(kept.freeze()),
     }
 }
@@ -157,9 +191,12 @@ pub async fn read_limited(
 mod tests {
     use super::*;
 
-    use std::time::Duration;
-
     use crate::admission::budget::Budget;
+
+    /// A deadline no test reaches.
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
 
     fn run<T>(f: impl std::future::Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread()
@@ -173,7 +210,7 @@ mod tests {
     fn read(body: Body, limit: usize, declared: Option<u64>) -> Result<Bytes, BodyError> {
         run(async {
             let mut reservation = Budget::new(64 << 20, Duration::ZERO).reserve();
-            read_limited(body, limit, declared, &mut reservation).await
+            read_limited(body, limit, declared, &mut reservation, far()).await
         })
     }
 
@@ -258,6 +295,7 @@ mod tests {
                     1 << 20,
                     declared,
                     &mut reservation,
+                    far(),
                 )
                 .await;
                 assert_eq!(
@@ -281,10 +319,34 @@ mod tests {
         let held = run(async {
             let budget = Budget::new(64 * 1024, Duration::ZERO);
             let mut reservation = budget.reserve();
-            let got = read_limited(body, 1 << 20, None, &mut reservation).await;
+            let got = read_limited(body, 1 << 20, None, &mut reservation, far()).await;
             assert_eq!(got.map(|b| b.len() as u64).ok(), Some(length));
             reservation.held_kib()
         });
         assert_eq!(u64::from(held), length.div_ceil(1024));
+    }
+
+    #[test]
+    fn a_body_that_stops_arriving_is_refused_at_its_deadline_with_its_uid() {
+        let first: Result<Bytes, std::io::Error> = Ok(Bytes::from(r#"{"request":{"uid":"slow","#));
+        let stalled =
+            futures::StreamExt::chain(futures::stream::iter([first]), futures::stream::pending());
+        let got = run(async {
+            let mut reservation = Budget::new(64 << 20, Duration::ZERO).reserve();
+            let deadline = Instant::now() + Duration::from_millis(50);
+            read_limited(
+                Body::from_stream(stalled),
+                1 << 20,
+                None,
+                &mut reservation,
+                deadline,
+            )
+            .await
+        });
+        let Err(BodyError::Slow(o)) = got else {
+            panic!("refused as slow: {got:?}");
+        };
+        assert_eq!((o.read, o.whole), (25, false));
+        assert_eq!(o.uid.as_deref(), Some("slow"));
     }
 }

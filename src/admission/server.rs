@@ -98,22 +98,26 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// added 105 MiB of RSS), and one that is sent data it has not read yet holds at most its
 /// HTTP/2 connection window ([`H2_CONNECTION_WINDOW`]) and the request heads of its streams
 /// ([`H2_MAX_STREAMS`] × [`H2_MAX_HEADER_LIST`]), or its HTTP/1.1 read buffer
-/// ([`H1_MAX_BUF`]): ~90 KiB at worst. 1,024 of them are ~90 MiB at worst (~10 MiB idle);
-/// 4,096 (before) could hold 4 GiB of HTTP/2 data (1 MiB windows, 200 streams). The
-/// apiserver needs a few connections per replica; at the bound the least recently active one
-/// is closed (slowloris stays harmless).
+/// ([`H1_MAX_BUF`]): 10 + 64 + 8 = 82 KiB at worst. 1,024 of them: 82 MiB at worst, 10 MiB
+/// idle; 4,096 (before) could hold 4 GiB of HTTP/2 data (1 MiB windows, 200 streams). The
+/// apiserver needs a few connections per replica over HTTP/2 (Go's client opens one per
+/// [`H2_MAX_STREAMS`] requests in flight), one per request in flight over HTTP/1.1: 256 was
+/// too few for 500 concurrent HTTP/1.1 reviews (tests/admission/load.rs), whose connections
+/// were then closed under them. At the bound the least recently active one is closed, so
+/// idle clients cannot lock the apiserver out.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// HTTP/2 streams per connection. Each stream is a request waiting for the memory budget
 /// with its head in memory; the apiserver (Go's HTTP/2 client) opens another connection when
 /// a connection's streams are all in use.
-pub const H2_MAX_STREAMS: u32 = 4;
+pub const H2_MAX_STREAMS: u32 = 2;
 /// HTTP/2 flow-control window per stream: what a client may send on a stream that the
 /// server has not read. A body waiting for the memory budget is not read, so this is what it
 /// holds. Its streams' windows together fit in the connection's ([`H2_CONNECTION_WINDOW`]):
 /// otherwise a stream waiting for room fills the connection's window and stalls the stream
-/// that holds the room (seen: 408s after 5 s with one 64 KiB window for both). A 12 MiB
-/// review still arrives within a second at a 1 ms round trip.
-pub const H2_STREAM_WINDOW: u32 = 16 * 1024;
+/// that holds the room (seen: 408s after 5 s with one 64 KiB window for both). At 16 KiB a
+/// 15 MiB body sent by curl took longer than the 5 s read timeout on a loaded machine; at
+/// 32 KiB a 12 MiB review arrives in 0.2 s over a 0.5 ms round trip.
+pub const H2_STREAM_WINDOW: u32 = 32 * 1024;
 /// HTTP/2 flow-control window per connection: every stream's window at once (hyper's default
 /// was 1 MiB, for each connection).
 pub const H2_CONNECTION_WINDOW: u32 = H2_MAX_STREAMS * H2_STREAM_WINDOW;
@@ -260,45 +264,44 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     // Held until the answer is encoded: the body from its first byte, and what judging it
     // holds, are freed by then.
     let mut budget = s.budget.reserve();
-    let read = body::read_limited(req.into_body(), limit, declared, &mut budget);
-    let body = match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(BodyError::TooLarge(oversized))) => {
-            s.metrics.request(
-                endpoint,
-                "other",
-                m::Decision::Invalid,
-                started.elapsed().as_secs_f64(),
-            );
-            return too_large(endpoint, limit, &oversized);
+    let deadline = tokio::time::Instant::now() + BODY_READ_TIMEOUT;
+    let read = body::read_limited(req.into_body(), limit, declared, &mut budget, deadline);
+    let (unkept, refusal) = match read.await {
+        Ok(bytes) => {
+            return judge(s, endpoint, &bytes).await;
         }
-        Ok(Err(BodyError::NoRoom(unkept))) => {
-            s.metrics.request(
-                endpoint,
-                "other",
-                m::Decision::Failed,
-                started.elapsed().as_secs_f64(),
-            );
-            return busy(s, endpoint, &unkept);
-        }
-        Ok(Err(BodyError::Unreadable(e))) => {
+        Err(BodyError::Unreadable(e)) => {
             debug!(error = %e, "request body unreadable");
             return text(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read request body: {e}\n"),
             );
         }
-        Err(_) => {
-            return text(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "request body not received within {} s\n",
-                    BODY_READ_TIMEOUT.as_secs()
-                ),
-            )
+        Err(BodyError::TooLarge(unkept)) => {
+            let refusal = too_large(limit, &unkept);
+            (unkept, refusal)
+        }
+        Err(BodyError::NoRoom(unkept)) => {
+            let refusal = busy(s, &unkept);
+            (unkept, refusal)
+        }
+        Err(BodyError::Slow(unkept)) => {
+            let refusal = slow(&unkept);
+            (unkept, refusal)
         }
     };
-    let answer = handler::admit(&s.admission, endpoint, &body).await;
+    let decision = match refusal.code {
+        413 => m::Decision::Invalid,
+        _ => m::Decision::Failed,
+    };
+    s.metrics
+        .request(endpoint, "other", decision, started.elapsed().as_secs_f64());
+    refuse(endpoint, &unkept, refusal)
+}
+
+/// Judges a body read whole, and answers.
+async fn judge(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
+    let answer = handler::admit(&s.admission, endpoint, body).await;
     let status =
         StatusCode::from_u16(answer.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let content_type = if answer.json {
@@ -329,46 +332,23 @@ fn wait_text(wait: Duration) -> String {
     }
 }
 
-/// An AdmissionReview refusing a review that found no room among the reviews in flight
-/// (large ones, together over [`Config::review_bytes_in_flight`]) within
-/// [`Config::review_budget_wait`]. Its body was read for its uid, not kept.
-fn busy(s: &Shared, endpoint: Endpoint, body: &Oversized) -> Response {
-    let uid = body.uid.as_deref();
-    let at_least = if body.whole { "" } else { "at least " };
-    let message = format!(
-        "gangplank is judging other large reviews ({} at once at most) and this one ({at_least}{} bytes) found no room within {}, so it is refused; retry",
-        size_text(s.budget.bytes()),
-        body.bytes,
-        wait_text(s.budget.wait())
-    );
-    warn!(
-        endpoint = endpoint.as_str(),
-        uid = uid.unwrap_or_default(),
-        bytes = body.bytes,
-        decision = "failed",
-        "review refused: no room among the reviews in flight"
-    );
-    let verdict = Verdict::refuse(429, "TooManyRequests", message);
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        verdict.encode(uid.unwrap_or_default()),
-    )
-        .into_response()
+/// Why a review that was not kept is refused: its AdmissionReview status.
+struct Refusal {
+    code: u16,
+    reason: &'static str,
+    message: String,
+    /// For the log line.
+    what: &'static str,
 }
 
-/// An AdmissionReview refusing a review over the limit, with its uid when the bytes read hold
-/// it (the apiserver requires the answer's uid to be the request's; without it the apiserver
-/// reports the answer as invalid, and the message is in gangplank's log only).
-fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
-    let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
-    let over = body.bytes.saturating_sub(limit_bytes);
-    let at_least = if body.whole { "" } else { "at least " };
+/// Answers a review that was not kept (read only for its uid) with an AdmissionReview that
+/// refuses it, with its uid when the bytes read hold it (the apiserver requires the answer's
+/// uid to be the request's; without it the apiserver reports the answer as invalid, and the
+/// message is in gangplank's log only). HTTP 200: a bare error status would reach the user as
+/// "failed calling webhook", without the message.
+fn refuse(endpoint: Endpoint, body: &Oversized, refusal: Refusal) -> Response {
     let uid = body.uid.as_deref();
-    let mut message = format!(
-        "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
-        body.bytes
-    );
+    let mut message = refusal.message;
     if uid.is_none() {
         message.push_str(&format!(
             "; no request.uid in the {} bytes read, so this answer cannot name the request",
@@ -379,17 +359,73 @@ fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
         endpoint = endpoint.as_str(),
         uid = uid.unwrap_or_default(),
         bytes = body.bytes,
-        limit,
-        decision = "invalid",
-        "review over the body limit refused"
+        code = refusal.code,
+        "review refused before it was judged: {}",
+        refusal.what
     );
-    let verdict = Verdict::refuse(413, "RequestEntityTooLarge", message);
+    let verdict = Verdict::refuse(refusal.code, refusal.reason, message);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         verdict.encode(uid.unwrap_or_default()),
     )
         .into_response()
+}
+
+/// "at least " when only part of a body was read.
+fn at_least(body: &Oversized) -> &'static str {
+    if body.whole {
+        ""
+    } else {
+        "at least "
+    }
+}
+
+/// A review that found no room among the reviews in flight (large ones, together over
+/// [`Config::review_bytes_in_flight`]) within [`Config::review_budget_wait`].
+fn busy(s: &Shared, body: &Oversized) -> Refusal {
+    Refusal {
+        code: 429,
+        reason: "TooManyRequests",
+        message: format!(
+            "gangplank is judging other large reviews ({} at once at most) and this one ({}{} bytes) found no room within {}, so it is refused; retry",
+            size_text(s.budget.bytes()),
+            at_least(body),
+            body.bytes,
+            wait_text(s.budget.wait())
+        ),
+        what: "no room among the reviews in flight",
+    }
+}
+
+/// A review over [`Config::max_body_bytes`].
+fn too_large(limit: usize, body: &Oversized) -> Refusal {
+    let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
+    let over = body.bytes.saturating_sub(limit_bytes);
+    let at_least = at_least(body);
+    Refusal {
+        code: 413,
+        reason: "RequestEntityTooLarge",
+        message: format!(
+            "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
+            body.bytes
+        ),
+        what: "over the body limit",
+    }
+}
+
+/// A review whose body did not arrive within [`BODY_READ_TIMEOUT`].
+fn slow(body: &Oversized) -> Refusal {
+    Refusal {
+        code: 408,
+        reason: "Timeout",
+        message: format!(
+            "the AdmissionReview did not arrive within {} s ({} bytes received), so it is refused; retry, and check the network between the apiserver and the gangplank webhook",
+            BODY_READ_TIMEOUT.as_secs(),
+            body.read
+        ),
+        what: "body not received in time",
+    }
 }
 
 fn text(status: StatusCode, message: String) -> Response {
