@@ -5,26 +5,37 @@
 //!
 //! Routes: `POST /mutate`, `POST /validate` (AdmissionReview v1), `GET /healthz` (the
 //! process answers), `GET /readyz` (policies loaded and TLS serving; JSON detail, including a
-//! refused policy edit or certificate), `GET /metrics` (Prometheus text).
+//! refused policy edit or certificate), `GET /metrics` (Prometheus text; on its own
+//! plain-HTTP listener with `--metrics-addr`: [`super::scrape`]).
 //!
 //! # Guarantees
 //! - A body over [`Config::max_body_bytes`] is not kept past the limit (what follows is only
-//!   searched for its uid, in constant memory: [`super::uid`]) and is answered with HTTP 200 and an AdmissionReview that refuses
-//!   it and says by how much it is over and which flag sets the limit: the apiserver shows
-//!   that message, where a bare 413 would reach the user as "failed calling webhook".
-//! - At most [`Config::review_bytes_in_flight`] of reviews are judged at once (a larger one
-//!   alone), so that large reviews arriving together cannot take the Pod past its memory
-//!   limit; a review that finds no room within [`Config::review_budget_wait`] is answered
-//!   with HTTP 200 and an AdmissionReview that refuses it (code 429) and says why.
-//! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
-//!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
+//!   searched for its uid, in constant memory: [`super::uid`]) and is answered with HTTP 200
+//!   and an AdmissionReview that refuses it and says by how much it is over and which flag
+//!   sets the limit: the apiserver shows that message, where a bare 413 would reach the user
+//!   as "failed calling webhook".
+//! - Bytes of bodies held at once stay within [`Config::review_bytes_in_flight`] from the
+//!   first byte buffered until the answer is encoded (a larger review alone takes all of it:
+//!   [`super::budget`]); a review that finds no room within [`Config::review_budget_wait`] is
+//!   read only for its uid and answered with HTTP 200 and an AdmissionReview that refuses it
+//!   (code 429) and says why. HTTP/2 windows and streams ([`H2_CONNECTION_WINDOW`],
+//!   [`H2_MAX_STREAMS`]) bound what clients may send that is not read yet. The arithmetic
+//!   against deploy/'s memory limit is at [`DEFAULT_REVIEW_BYTES_IN_FLIGHT`].
+//! - A body must arrive within [`BODY_READ_TIMEOUT`] (else it is refused, code 408, with its
+//!   uid), a TLS handshake within [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold
+//!   connections open for free.
 //! - At most [`Config::max_connections`] connections are open: at the bound a new one closes
 //!   the least recently active one ([`super::connections`]), so idle connections cannot lock
 //!   the apiserver out or grow memory past the Pod's limit.
-//! - On shutdown readiness turns false at once; the listener keeps accepting for
-//!   [`Config::shutdown_delay`] (endpoints take a moment to drop a terminating Pod, and with
-//!   `failurePolicy: Fail` a refused connection is a refused admission), then closes, and
-//!   connections finish their requests in flight, for at most [`SHUTDOWN_GRACE`].
+//! - With [`Config::client_ca`], `/mutate`, `/validate` and `/metrics` answer only clients
+//!   whose certificate it signed (403 otherwise); `/healthz` and `/readyz` answer anyone
+//!   ([`super::client_auth`] says why).
+//! - On shutdown readiness turns false at once and clients are told to leave (HTTP/1.1
+//!   answers carry `Connection: close`, HTTP/2 connections get GOAWAY: [`super::drain`]);
+//!   the listener keeps accepting for [`Config::shutdown_delay`] (endpoints take a moment to
+//!   drop a terminating Pod, and with `failurePolicy: Fail` a refused connection is a refused
+//!   admission), then closes, and connections finish their requests in flight, for at most
+//!   [`SHUTDOWN_GRACE`].
 
 #![deny(
     clippy::unwrap_used,

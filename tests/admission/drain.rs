@@ -6,7 +6,6 @@
 //! Before, the connections were told nothing until the delay ended and were then closed under
 //! their clients: under load 2 of 8,327 reviews sent at +5.00 s met a TLS EOF.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
 
-use crate::support::{create, example, wait_until, Options, TestServer};
+use crate::support::{create, example, tls_client, wait_until, Options, TestServer};
 
 /// Longest the test waits for anything; a deadline, never a measure of the server.
 const GUARD: Duration = Duration::from_secs(30);
@@ -24,27 +23,24 @@ async fn connect(
     server: &TestServer,
     alpn: &[u8],
 ) -> TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(server.ca.pem().as_bytes()) {
-        roots.add(cert.expect("CA PEM")).expect("CA");
-    }
-    let mut config =
-        rustls::ClientConfig::builder_with_provider(gangplank::admission::tls::provider())
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    config.alpn_protocols = vec![alpn.to_vec()];
     let tcp = tokio::net::TcpStream::connect(server.addr)
         .await
         .expect("connects");
     let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let tls = tls_client(server, alpn)
         .connect(name, tcp)
         .await
         .expect("TLS handshake");
     TokioIo::new(tls)
+}
+
+/// The answer to a request sent on a test connection: its `Connection` header and the uid of
+/// its review.
+async fn send<F>(send_request: F) -> (Option<String>, Value)
+where
+    F: std::future::Future<Output = hyper::Result<hyper::Response<hyper::body::Incoming>>>,
+{
+    answered(send_request.await.expect("answered")).await
 }
 
 fn review_request(uid: &str) -> hyper::Request<Full<Bytes>> {
@@ -98,13 +94,7 @@ async fn once_draining_an_http1_answer_says_connection_close_and_the_connection_
             .await
             .expect("HTTP/1.1 handshake");
     let conn = tokio::spawn(conn);
-    let (connection, uid) = answered(
-        sender
-            .send_request(review_request("before"))
-            .await
-            .expect("answered"),
-    )
-    .await;
+    let (connection, uid) = send(sender.send_request(review_request("before"))).await;
     assert_eq!(uid, "before");
     assert_ne!(
         connection.as_deref(),
@@ -115,13 +105,7 @@ async fn once_draining_an_http1_answer_says_connection_close_and_the_connection_
     server.begin_shutdown();
     wait_not_ready(&server).await;
     // The same kept-alive connection: answered, and told to go.
-    let (connection, uid) = answered(
-        sender
-            .send_request(review_request("draining"))
-            .await
-            .expect("answered"),
-    )
-    .await;
+    let (connection, uid) = send(sender.send_request(review_request("draining"))).await;
     assert_eq!(uid, "draining");
     assert_eq!(connection.as_deref(), Some("close"));
     tokio::time::timeout(GUARD, conn)
@@ -148,13 +132,7 @@ async fn once_draining_an_http2_connection_gets_goaway_and_closes_while_the_list
             .await
             .expect("HTTP/2 handshake");
     let conn = tokio::spawn(conn);
-    let (_, uid) = answered(
-        sender
-            .send_request(review_request("before"))
-            .await
-            .expect("answered"),
-    )
-    .await;
+    let (_, uid) = send(sender.send_request(review_request("before"))).await;
     assert_eq!(uid, "before");
 
     server.begin_shutdown();

@@ -519,3 +519,20 @@ impl Drop for Spawned {
         let _ = self.child.wait();
     }
 }
+
+/// A TLS client config that trusts the test CA and offers `alpn`.
+pub fn tls_client(server: &TestServer, alpn: &[u8]) -> tokio_rustls::TlsConnector {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(server.ca.pem().as_bytes()) {
+        roots.add(cert.expect("CA PEM")).expect("CA");
+    }
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(gangplank::admission::tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
