@@ -1,21 +1,26 @@
-//! Reading a request body within a size limit, so that an oversized one is still answered.
+//! Reading a request body within a size limit and the memory budget ([`super::budget`]), so
+//! that a body over the limit, or one the budget has no room for, is still answered.
 //!
 //! Answering while the client is still sending used to cut the request short: on HTTP/1.1
 //! the status arrives, but on HTTP/2 the stream is reset as the unread body is dropped, and
 //! clients that are still uploading (curl; the apiserver speaks HTTP/2 to webhooks) report a
-//! stream error and no answer at all. So the rest of an oversized body is read and thrown
-//! away — never kept, and only up to [`DRAIN_MAX`] within the read timeout — before the
-//! answer goes out. The answer must carry the request's uid (server.rs), so what is read is
-//! searched for it as it goes by ([`UidScanner`]: constant memory), wherever in the body it
-//! is: the apiserver writes it first, but a hand-written review may put it after a large
-//! object, and the bytes are read anyway.
+//! stream error and no answer at all. So the rest of a body not kept (over the limit, or with
+//! no room in the budget) is read and thrown away — never kept, and only up to [`DRAIN_MAX`]
+//! within the read timeout — before the answer goes out. The answer must carry the request's
+//! uid (server.rs), so what is read is searched for it as it goes by ([`UidScanner`]:
+//! constant memory), wherever in the body it is: the apiserver writes it first, but a
+//! hand-written review may put it after a large object, and the bytes are read anyway.
 //!
 //! Entry point: [`read_limited`].
+
+use std::time::Duration;
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
+use tokio::time::Instant;
 
+use super::budget::Reservation;
 use super::uid::UidScanner;
 
 /// The most of an oversized body that is read (and discarded) to answer it cleanly; beyond
@@ -28,15 +33,25 @@ pub const DRAIN_MAX: u64 = 64 * 1024 * 1024;
 /// such a body.
 pub const EARLY_REFUSAL_READ: u64 = 64 * 1024;
 
+/// Time a body that is not kept (over the limit, or with no room) has, from when that is
+/// known, to be read to its end: reading it costs no memory, and many drained at once on a
+/// busy machine took longer than the 5 s a kept body has (server.rs `BODY_READ_TIMEOUT`).
+/// Below the shutdown grace (15 s).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[derive(Debug)]
 pub enum BodyError {
     /// Over the limit: how many bytes it has, and its uid.
     TooLarge(Oversized),
+    /// No room in the memory budget within its wait: read (not kept) for its uid.
+    NoRoom(Oversized),
+    /// Not received by its deadline: what was read was searched for its uid.
+    Slow(Oversized),
     /// The transport failed mid-body.
     Unreadable(String),
 }
 
-/// What is known of a body over the limit.
+/// What is known of a body that was not kept (over the limit, or no room for it).
 #[derive(Debug)]
 pub struct Oversized {
     /// Its length: counted to the end, or at least this many when `whole` is false (past
@@ -49,41 +64,72 @@ pub struct Oversized {
     pub uid: Option<String>,
 }
 
-/// The body if it has at most `limit` bytes. `declared` is its Content-Length, if given: a
-/// body declared larger than [`DRAIN_MAX`] is refused after its first [`EARLY_REFUSAL_READ`]
-/// bytes.
+/// Why a body is read without being kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unkept {
+    OverLimit,
+    NoRoom,
+    Slow,
+}
+
+/// The body if it has at most `limit` bytes and `budget` finds room for it. `declared` is its
+/// Content-Length, if given: a body declared larger than [`DRAIN_MAX`] is refused after its
+/// first [`EARLY_REFUSAL_READ`] bytes.
 ///
-/// Memory: at most `limit` bytes are held (reserved at once when a Content-Length within the
-/// limit is declared, so a large body is not copied as its buffer grows), and none once the
-/// limit is crossed: the rest is only searched for the uid, in constant memory.
+/// Memory: every byte kept is covered by `budget` before it is kept — the whole declared
+/// length before the first byte is read, or each piece as it arrives when no length is
+/// declared. A body the budget finds no room for, or that crosses the limit, is not kept: the
+/// reservation is released and the rest is only searched for the uid, in constant memory.
+/// At most `limit` bytes are held (reserved at once when a Content-Length within the limit is
+/// declared, so a large body is not copied as its buffer grows).
 ///
-/// Time: searching costs one pass over the bytes of an oversized body, and ends at its uid
-/// (for the apiserver's reviews, in the first few hundred bytes); a body within the limit is
-/// not searched (it is parsed whole).
+/// Time: searching costs one pass over the bytes of a body not kept, and ends at its uid
+/// (for the apiserver's reviews, in the first few hundred bytes); a kept body is not searched
+/// (it is parsed whole). A body must arrive by `deadline`, or it is refused as
+/// [`BodyError::Slow`] with the uid of what was read; one that is not kept has
+/// [`DRAIN_TIMEOUT`] more to be read to its end, so that its refusal is answered cleanly even
+/// when many are drained at once.
 pub async fn read_limited(
     body: Body,
     limit: usize,
     declared: Option<u64>,
+    budget: &mut Reservation,
+    deadline: Instant,
 ) -> Result<Bytes, BodyError> {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     let refuse_early = declared.is_some_and(|n| n > DRAIN_MAX);
     let reserve = declared
         .filter(|n| *n <= limit_bytes)
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(0);
+        .and_then(|n| usize::try_from(n).ok());
     let mut body = body;
-    let mut kept = BytesMut::with_capacity(reserve);
+    let mut kept = BytesMut::new();
     let mut seen: u64 = 0;
-    // Set when the body crosses the limit: from then on bytes are searched, not kept.
-    let mut over: Option<UidScanner> = None;
-    let oversized = |seen: u64, whole: bool, over: Option<UidScanner>, kept: &[u8]| {
-        // Refused early within the limit: what was kept is all that was read.
-        let scanner = over.unwrap_or_else(|| {
+    // Set when the body is not kept: from then on bytes are searched, not kept.
+    let mut unkept: Option<(Unkept, UidScanner)> = None;
+    let mut deadline = deadline;
+    // A body not kept is read to its end for a clean answer, with time of its own for that.
+    let drain_by = |deadline: Instant| deadline.max(Instant::now() + DRAIN_TIMEOUT);
+    match reserve {
+        Some(n) if budget.cover(n).await.is_ok() => kept.reserve(n),
+        Some(_) => {
+            unkept = Some((Unkept::NoRoom, UidScanner::default()));
+            deadline = drain_by(deadline);
+        }
+        None => {}
+    }
+    // `kept_why`: why a body refused while still kept is refused.
+    let refused = |seen: u64,
+                   whole: bool,
+                   unkept: Option<(Unkept, UidScanner)>,
+                   kept: &[u8],
+                   kept_why: Unkept| {
+        // Refused while kept: what was kept is all that was read.
+        let (why, scanner) = unkept.unwrap_or_else(|| {
             let mut scanner = UidScanner::default();
             scanner.feed(kept);
-            scanner
+            (kept_why, scanner)
         });
-        BodyError::TooLarge(Oversized {
+        let body = Oversized {
             bytes: match whole {
                 true => seen,
                 false => seen.max(declared.unwrap_or(0)),
@@ -91,33 +137,52 @@ pub async fn read_limited(
             whole,
             read: seen,
             uid: scanner.into_uid(),
-        })
+        };
+        match why {
+            Unkept::OverLimit => BodyError::TooLarge(body),
+            Unkept::NoRoom => BodyError::NoRoom(body),
+            Unkept::Slow => BodyError::Slow(body),
+        }
     };
-    while let Some(frame) = body.frame().await {
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) => return Err(refused(seen, false, unkept, &kept, Unkept::Slow)),
+        };
         let frame = frame.map_err(|e| BodyError::Unreadable(e.to_string()))?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
         seen = seen.saturating_add(u64::try_from(data.len()).unwrap_or(u64::MAX));
-        match over.as_mut() {
-            Some(scanner) => scanner.feed(&data),
-            None if seen <= limit_bytes => kept.extend_from_slice(&data),
-            None => {
+        if unkept.is_none() {
+            let why = if seen > limit_bytes {
+                Some(Unkept::OverLimit)
+            } else {
+                let want = usize::try_from(seen).unwrap_or(usize::MAX);
+                budget.cover(want).await.err().map(|_| Unkept::NoRoom)
+            };
+            if let Some(why) = why {
                 let mut scanner = UidScanner::default();
                 scanner.feed(&kept);
-                scanner.feed(&data);
-                // Over the limit: the large buffer is freed.
+                // Not kept: the buffer and its share of the budget are freed.
                 kept = BytesMut::new();
-                over = Some(scanner);
+                budget.release();
+                unkept = Some((why, scanner));
+                deadline = drain_by(deadline);
             }
         }
+        match unkept.as_mut() {
+            Some((_, scanner)) => scanner.feed(&data),
+            None => kept.extend_from_slice(&data),
+        }
         if seen > DRAIN_MAX || (refuse_early && seen >= EARLY_REFUSAL_READ) {
-            return Err(oversized(seen, false, over, &kept));
+            return Err(refused(seen, false, unkept, &kept, Unkept::OverLimit));
         }
     }
-    match (refuse_early, over) {
-        (true, over) => Err(oversized(seen, false, over, &kept)),
-        (false, Some(scanner)) => Err(oversized(seen, true, Some(scanner), &kept)),
+    match (refuse_early, unkept) {
+        (true, unkept) => Err(refused(seen, false, unkept, &kept, Unkept::OverLimit)),
+        (false, Some(unkept)) => Err(refused(seen, true, Some(unkept), &kept, Unkept::OverLimit)),
         (false, None) => Ok(kept.freeze()),
     }
 }
@@ -126,16 +191,32 @@ pub async fn read_limited(
 mod tests {
     use super::*;
 
+    use crate::admission::budget::Budget;
+
+    /// A deadline no test reaches.
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
     fn run<T>(f: impl std::future::Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .map(|rt| rt.block_on(f))
             .unwrap_or_else(|e| panic!("runtime: {e}"))
     }
 
+    /// [`read_limited`] with a budget of 64 MiB that nothing else holds.
+    fn read(body: Body, limit: usize, declared: Option<u64>) -> Result<Bytes, BodyError> {
+        run(async {
+            let mut reservation = Budget::new(64 << 20, Duration::ZERO).reserve();
+            read_limited(body, limit, declared, &mut reservation, far()).await
+        })
+    }
+
     #[test]
     fn a_body_within_the_limit_is_kept_whole() {
-        let got = run(read_limited(Body::from("0123456789"), 10, Some(10)));
+        let got = read(Body::from("0123456789"), 10, Some(10));
         assert_eq!(got.ok().as_deref(), Some(&b"0123456789"[..]));
     }
 
@@ -158,7 +239,7 @@ mod tests {
     #[test]
     fn a_body_over_the_limit_is_read_to_its_end_and_refused_with_its_length_and_uid() {
         let (body, length) = late_uid_review(200 * 1024);
-        let got = run(read_limited(body, 10, None));
+        let got = read(body, 10, None);
         let Err(BodyError::TooLarge(o)) = got else {
             panic!("refused for size: {got:?}");
         };
@@ -168,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_body_without_a_uid_is_refused_without_one() {
-        let got = run(read_limited(Body::from(vec![b'a'; 100_000]), 10, None));
+        let got = read(Body::from(vec![b'a'; 100_000]), 10, None);
         let Err(BodyError::TooLarge(o)) = got else {
             panic!("refused for size: {got:?}");
         };
@@ -177,11 +258,11 @@ mod tests {
 
     #[test]
     fn a_body_declared_past_the_drain_bound_is_refused_after_its_first_bytes() {
-        let got = run(read_limited(
+        let got = read(
             Body::from(r#"{"request":{"uid":"u"}}"#),
             10,
             Some(DRAIN_MAX + 1),
-        ));
+        );
         let Err(BodyError::TooLarge(o)) = got else {
             panic!("refused for size: {got:?}");
         };
@@ -189,10 +270,83 @@ mod tests {
         assert_eq!(o.uid.as_deref(), Some("u"));
         // Within the limit so far, and refused early all the same.
         let (body, _) = late_uid_review(10);
-        let got = run(read_limited(body, 1 << 20, Some(DRAIN_MAX + 1)));
+        let got = read(body, 1 << 20, Some(DRAIN_MAX + 1));
         let Err(BodyError::TooLarge(o)) = got else {
             panic!("refused for size: {got:?}");
         };
         assert_eq!(o.uid.as_deref(), Some("late"));
+    }
+
+    #[test]
+    fn a_body_the_budget_has_no_room_for_is_not_kept_and_refused_with_its_uid() {
+        let text = format!(
+            r#"{{"request":{{"uid":"full","object":"{}"}}}}"#,
+            "a".repeat(8192)
+        );
+        let length = u64::try_from(text.len()).unwrap();
+        for declared in [Some(length), None] {
+            let got = run(async {
+                let budget = Budget::new(16 * 1024, Duration::ZERO);
+                let mut other = budget.reserve();
+                other.cover(10 * 1024).await.unwrap();
+                let mut reservation = budget.reserve();
+                let got = read_limited(
+                    Body::from(text.clone()),
+                    1 << 20,
+                    declared,
+                    &mut reservation,
+                    far(),
+                )
+                .await;
+                assert_eq!(
+                    reservation.held_kib(),
+                    0,
+                    "nothing held by the refused body"
+                );
+                got
+            });
+            let Err(BodyError::NoRoom(o)) = got else {
+                panic!("refused for room ({declared:?}): {got:?}");
+            };
+            assert_eq!((o.bytes, o.whole, o.read), (length, true, length));
+            assert_eq!(o.uid.as_deref(), Some("full"));
+        }
+    }
+
+    #[test]
+    fn a_body_without_a_length_takes_the_budget_as_its_pieces_arrive() {
+        let (body, length) = late_uid_review(20 * 1024);
+        let held = run(async {
+            let budget = Budget::new(64 * 1024, Duration::ZERO);
+            let mut reservation = budget.reserve();
+            let got = read_limited(body, 1 << 20, None, &mut reservation, far()).await;
+            assert_eq!(got.map(|b| b.len() as u64).ok(), Some(length));
+            reservation.held_kib()
+        });
+        assert_eq!(u64::from(held), length.div_ceil(1024));
+    }
+
+    #[test]
+    fn a_body_that_stops_arriving_is_refused_at_its_deadline_with_its_uid() {
+        let first: Result<Bytes, std::io::Error> = Ok(Bytes::from(r#"{"request":{"uid":"slow","#));
+        let stalled =
+            futures::StreamExt::chain(futures::stream::iter([first]), futures::stream::pending());
+        let got = run(async {
+            let mut reservation = Budget::new(64 << 20, Duration::ZERO).reserve();
+            let deadline = Instant::now() + Duration::from_millis(50);
+            read_limited(
+                Body::from_stream(stalled),
+                1 << 20,
+                None,
+                &mut reservation,
+                deadline,
+            )
+            .await
+        });
+        let Err(BodyError::Slow(o)) = got else {
+            panic!("refused as slow: {got:?}");
+        };
+        assert_eq!((o.read, o.whole), (25, false));
+        assert_eq!(o.uid.as_deref(), Some("slow"));
     }
 }

@@ -90,20 +90,40 @@ impl Ca {
     /// A serving certificate for `names` (DNS names, or IP addresses such as 127.0.0.1),
     /// signed by this CA and valid for `days`.
     pub fn issue(&self, names: &[String], days: u32) -> Result<Bundle, CertError> {
+        self.leaf(names, days, ExtendedKeyUsagePurpose::ServerAuth)
+    }
+
+    /// A client certificate for `name` (the apiserver's, for `--client-ca`), signed by this
+    /// CA and valid for `days`.
+    pub fn issue_client(&self, name: &str, days: u32) -> Result<Bundle, CertError> {
+        self.leaf(
+            &[name.to_string()],
+            days,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )
+    }
+
+    fn leaf(
+        &self,
+        names: &[String],
+        days: u32,
+        usage: ExtendedKeyUsagePurpose,
+    ) -> Result<Bundle, CertError> {
         let Some(first) = names.first() else {
             return Err(CertError::NoNames);
         };
-        let err = |source| CertError::Generate {
-            what: "serving certificate",
-            source,
+        let what = match usage {
+            ExtendedKeyUsagePurpose::ClientAuth => "client certificate",
+            _ => "serving certificate",
         };
+        let err = |source| CertError::Generate { what, source };
         // The apiserver checks the subjectAltNames only; the CN is for humans.
         let mut params = CertificateParams::new(names.to_vec()).map_err(err)?;
         params
             .distinguished_name
             .push(DnType::CommonName, first.as_str());
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.extended_key_usages = vec![usage];
         params.use_authority_key_identifier_extension = true;
         set_validity(&mut params, days);
         let key = KeyPair::generate().map_err(err)?;

@@ -3,23 +3,31 @@
 //! - [`server`]: routes, the TLS accept loop, graceful shutdown ([`server::Server`]).
 //! - [`handler`]: `/mutate` and `/validate`: decode, evaluate (bounded), encode.
 //! - [`review`]: AdmissionReview v1 in and out.
+//! - [`body`], [`budget`]: bodies read within the size limit and the memory budget.
 //! - [`uid`]: `request.uid` of a review that is not parsed whole (over the body limit).
 //! - [`verdict`]: a decision as `/validate` answers it, warnings within Kubernetes' limits.
 //! - [`reload`]: the serving policy set and its hot reload.
 //! - [`tls`]: the serving certificate and its hot reload.
+//! - [`client_auth`]: optional mutual TLS (`--client-ca`) and its reload.
+//! - [`drain`]: shutting down without losing a request (Connection: close, GOAWAY).
+//! - [`scrape`]: `/metrics` on a plain-HTTP listener of its own (`--metrics-addr`).
 //! - [`connections`]: open connections, bounded by evicting the least recently active.
 //! - [`certs`]: a CA and serving certificates (`gangplank certs`, ephemeral `serve`).
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod body;
+pub mod budget;
 pub mod certs;
+pub mod client_auth;
 pub mod connections;
+pub mod drain;
 pub mod handler;
 pub mod handoff;
 pub mod metrics;
 pub mod poll;
 pub mod reload;
 pub mod review;
+pub mod scrape;
 pub mod server;
 pub mod tls;
 pub mod uid;

@@ -5,26 +5,37 @@
 //!
 //! Routes: `POST /mutate`, `POST /validate` (AdmissionReview v1), `GET /healthz` (the
 //! process answers), `GET /readyz` (policies loaded and TLS serving; JSON detail, including a
-//! refused policy edit or certificate), `GET /metrics` (Prometheus text).
+//! refused policy edit or certificate), `GET /metrics` (Prometheus text; on its own
+//! plain-HTTP listener with `--metrics-addr`: [`super::scrape`]).
 //!
 //! # Guarantees
 //! - A body over [`Config::max_body_bytes`] is not kept past the limit (what follows is only
-//!   searched for its uid, in constant memory: [`super::uid`]) and is answered with HTTP 200 and an AdmissionReview that refuses
-//!   it and says by how much it is over and which flag sets the limit: the apiserver shows
-//!   that message, where a bare 413 would reach the user as "failed calling webhook".
-//! - At most [`Config::review_bytes_in_flight`] of reviews are judged at once (a larger one
-//!   alone), so that large reviews arriving together cannot take the Pod past its memory
-//!   limit; a review that finds no room within [`Config::review_budget_wait`] is answered
-//!   with HTTP 200 and an AdmissionReview that refuses it (code 429) and says why.
-//! - A body must arrive within [`BODY_READ_TIMEOUT`], a TLS handshake within
-//!   [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold connections open for free.
+//!   searched for its uid, in constant memory: [`super::uid`]) and is answered with HTTP 200
+//!   and an AdmissionReview that refuses it and says by how much it is over and which flag
+//!   sets the limit: the apiserver shows that message, where a bare 413 would reach the user
+//!   as "failed calling webhook".
+//! - Bytes of bodies held at once stay within [`Config::review_bytes_in_flight`] from the
+//!   first byte buffered until the answer is encoded (a larger review alone takes all of it:
+//!   [`super::budget`]); a review that finds no room within [`Config::review_budget_wait`] is
+//!   read only for its uid and answered with HTTP 200 and an AdmissionReview that refuses it
+//!   (code 429) and says why. HTTP/2 windows and streams ([`H2_CONNECTION_WINDOW`],
+//!   [`H2_MAX_STREAMS`]) bound what clients may send that is not read yet. The arithmetic
+//!   against deploy/'s memory limit is at [`DEFAULT_REVIEW_BYTES_IN_FLIGHT`].
+//! - A body must arrive within [`BODY_READ_TIMEOUT`] (else it is refused, code 408, with its
+//!   uid), a TLS handshake within [`HANDSHAKE_TIMEOUT`]: slow clients cannot hold
+//!   connections open for free.
 //! - At most [`Config::max_connections`] connections are open: at the bound a new one closes
 //!   the least recently active one ([`super::connections`]), so idle connections cannot lock
 //!   the apiserver out or grow memory past the Pod's limit.
-//! - On shutdown readiness turns false at once; the listener keeps accepting for
-//!   [`Config::shutdown_delay`] (endpoints take a moment to drop a terminating Pod, and with
-//!   `failurePolicy: Fail` a refused connection is a refused admission), then closes, and
-//!   connections finish their requests in flight, for at most [`SHUTDOWN_GRACE`].
+//! - With [`Config::client_ca`], `/mutate`, `/validate` and `/metrics` answer only clients
+//!   whose certificate it signed (403 otherwise); `/healthz` and `/readyz` answer anyone
+//!   ([`super::client_auth`] says why).
+//! - On shutdown readiness turns false at once and clients are told to leave (HTTP/1.1
+//!   answers carry `Connection: close`, HTTP/2 connections get GOAWAY: [`super::drain`]);
+//!   the listener keeps accepting for [`Config::shutdown_delay`] (endpoints take a moment to
+//!   drop a terminating Pod, and with `failurePolicy: Fail` a refused connection is a refused
+//!   admission), then closes, and connections finish their requests in flight, for at most
+//!   [`SHUTDOWN_GRACE`].
 
 #![deny(
     clippy::unwrap_used,
@@ -37,33 +48,38 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
 use tracing::{debug, info, warn};
 
 use super::body::{self, BodyError, Oversized};
+use super::budget::Budget;
+use super::client_auth::{ClientCa, Peer};
 use super::connections::{Activity, Connections};
+use super::drain::{self, Phase, Phases};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
 use super::reload::{PolicyStatus, PolicyStore};
 use super::review::Verdict;
+use super::scrape;
 use super::tls::{ServingCert, TlsStatus};
-use super::uid;
 
 /// 16 MiB: the largest AdmissionReview the apiserver can send, rounded up. The apiserver
 /// takes request bodies of up to 3 MiB (`MaxRequestBodyBytes`), so a submitted object has
@@ -90,9 +106,37 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Below the Pod's default terminationGracePeriodSeconds (30 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// An idle connection costs about 10 KiB (RELIABILITY.md: 10,000 idle TLS connections
-/// added 105 MiB of RSS), so 4,096 add about 40 MiB to the ~60 MiB of a server under load:
-/// within deploy/'s memory limit. The apiserver needs a few connections per replica.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// added 105 MiB of RSS), and one that is sent data it has not read yet holds at most its
+/// HTTP/2 connection window ([`H2_CONNECTION_WINDOW`]) and the request heads of its streams
+/// ([`H2_MAX_STREAMS`] × [`H2_MAX_HEADER_LIST`]), or its HTTP/1.1 read buffer
+/// ([`H1_MAX_BUF`]): 10 + 64 + 8 = 82 KiB at worst. 1,024 of them: 82 MiB at worst, 10 MiB
+/// idle; 4,096 (before) could hold 4 GiB of HTTP/2 data (1 MiB windows, 200 streams). The
+/// apiserver needs a few connections per replica over HTTP/2 (Go's client opens one per
+/// [`H2_MAX_STREAMS`] requests in flight), one per request in flight over HTTP/1.1: 256 was
+/// too few for 500 concurrent HTTP/1.1 reviews (tests/admission/load.rs), whose connections
+/// were then closed under them. At the bound the least recently active one is closed, so
+/// idle clients cannot lock the apiserver out.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// HTTP/2 streams per connection. Each stream is a request waiting for the memory budget
+/// with its head in memory; the apiserver (Go's HTTP/2 client) opens another connection when
+/// a connection's streams are all in use.
+pub const H2_MAX_STREAMS: u32 = 2;
+/// HTTP/2 flow-control window per stream: what a client may send on a stream that the
+/// server has not read. A body waiting for the memory budget is not read, so this is what it
+/// holds. Its streams' windows together fit in the connection's ([`H2_CONNECTION_WINDOW`]):
+/// otherwise a stream waiting for room fills the connection's window and stalls the stream
+/// that holds the room (seen: 408s after 5 s with one 64 KiB window for both). At 16 KiB a
+/// 15 MiB body sent by curl took longer than the 5 s read timeout on a loaded machine; at
+/// 32 KiB a 12 MiB review arrives in 0.2 s over a 0.5 ms round trip.
+pub const H2_STREAM_WINDOW: u32 = 32 * 1024;
+/// HTTP/2 flow-control window per connection: every stream's window at once (hyper's default
+/// was 1 MiB, for each connection).
+pub const H2_CONNECTION_WINDOW: u32 = H2_MAX_STREAMS * H2_STREAM_WINDOW;
+/// Largest HTTP/2 request head (decoded headers). The apiserver sends a few hundred bytes.
+pub const H2_MAX_HEADER_LIST: u32 = 4 * 1024;
+/// Largest HTTP/1.1 read buffer (headers, and body pieces once read); hyper's default is
+/// ~400 KiB per connection.
+pub const H1_MAX_BUF: usize = 16 * 1024;
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -116,6 +160,12 @@ pub struct Config {
     /// Image digest pinning: resolver, cache, credentials (used when params.yaml turns
     /// `imageResolution` on).
     pub images: Arc<crate::images::Pinner>,
+    /// `--client-ca`: admission routes and `/metrics` answer only clients whose certificate
+    /// it signed ([`super::client_auth`]). None: no client is authenticated.
+    pub client_ca: Option<Arc<ClientCa>>,
+    /// `--metrics-addr`: `/metrics` is served there, over plain HTTP, and no longer on the
+    /// webhook port ([`super::scrape`]).
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// State shared by the routes.
@@ -125,13 +175,16 @@ pub struct Shared {
     cert: Arc<ServingCert>,
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
-    /// [`Config::review_bytes_in_flight`] as KiB permits.
-    review_budget: Arc<tokio::sync::Semaphore>,
-    /// Permits of `review_budget` in all: what the largest review takes.
-    budget_kib: u32,
-    review_budget_wait: Duration,
-    /// True while the listener accepts connections.
+    /// [`Config::review_bytes_in_flight`], taken as bodies arrive.
+    budget: Arc<Budget>,
+    /// True while the listener accepts connections and readiness holds.
     serving: AtomicBool,
+    /// Where the shutdown is: answers tell clients to leave once draining ([`drain`]).
+    phases: Arc<Phases>,
+    /// Admission routes and `/metrics` require a verified client certificate.
+    client_auth: bool,
+    /// `/metrics` is served on this other listener instead.
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl Shared {
@@ -141,7 +194,6 @@ impl Shared {
         cert: Arc<ServingCert>,
         metrics: Arc<Metrics>,
     ) -> Arc<Shared> {
-        let budget_kib = budget_kib(config.review_bytes_in_flight);
         Arc::new(Shared {
             admission: Context::new(
                 policies,
@@ -152,10 +204,11 @@ impl Shared {
             cert,
             metrics,
             max_body_bytes: config.max_body_bytes,
-            review_budget: Arc::new(tokio::sync::Semaphore::new(budget_kib as usize)),
-            budget_kib,
-            review_budget_wait: config.review_budget_wait,
+            budget: Budget::new(config.review_bytes_in_flight, config.review_budget_wait),
             serving: AtomicBool::new(false),
+            phases: Arc::default(),
+            client_auth: config.client_ca.is_some(),
+            metrics_addr: config.metrics_addr,
         })
     }
 
@@ -165,8 +218,10 @@ impl Shared {
     }
 }
 
-/// The routes, without TLS: for the accept loop and for in-process tests.
+/// The routes, without TLS: for the accept loop and for in-process tests (which are no
+/// verified client: with `--client-ca` they get 403 on the admission routes).
 pub fn router(shared: Arc<Shared>) -> Router {
+    let phases = shared.phases.clone();
     Router::new()
         .route("/mutate", post(mutate))
         .route("/validate", post(validate))
@@ -174,14 +229,39 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(shared)
+        .layer(middleware::from_fn_with_state(
+            phases,
+            drain::close_while_draining,
+        ))
 }
 
 async fn mutate(State(s): State<Arc<Shared>>, req: Request) -> Response {
-    admit(&s, Endpoint::Mutate, req).await
+    match refuse_unverified(&s, &req, "/mutate") {
+        Some(refusal) => refusal,
+        None => admit(&s, Endpoint::Mutate, req).await,
+    }
 }
 
 async fn validate(State(s): State<Arc<Shared>>, req: Request) -> Response {
-    admit(&s, Endpoint::Validate, req).await
+    match refuse_unverified(&s, &req, "/validate") {
+        Some(refusal) => refusal,
+        None => admit(&s, Endpoint::Validate, req).await,
+    }
+}
+
+/// With `--client-ca`, a 403 for a connection without a verified client certificate. Plain
+/// text, not an AdmissionReview: the apiserver, the only caller meant to reach these routes,
+/// presents its certificate, and the body of anyone else is not read.
+fn refuse_unverified(s: &Shared, req: &Request, route: &str) -> Option<Response> {
+    let verified = req.extensions().get::<Peer>().is_some_and(|p| p.verified);
+    if !s.client_auth || verified {
+        return None;
+    }
+    debug!(route, "refused: no verified client certificate");
+    Some(text(
+        StatusCode::FORBIDDEN,
+        format!("{route} requires a client certificate signed by gangplank's --client-ca (GANGPLANK_CLIENT_CA); this connection presented none\n"),
+    ))
 }
 
 async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
@@ -192,53 +272,47 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let read = body::read_limited(req.into_body(), limit, declared);
-    let body = match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(BodyError::TooLarge(oversized))) => {
-            s.metrics.request(
-                endpoint,
-                "other",
-                m::Decision::Invalid,
-                started.elapsed().as_secs_f64(),
-            );
-            return too_large(endpoint, limit, &oversized);
+    // Held until the answer is encoded: the body from its first byte, and what judging it
+    // holds, are freed by then.
+    let mut budget = s.budget.reserve();
+    let deadline = tokio::time::Instant::now() + BODY_READ_TIMEOUT;
+    let read = body::read_limited(req.into_body(), limit, declared, &mut budget, deadline);
+    let (unkept, refusal) = match read.await {
+        Ok(bytes) => {
+            return judge(s, endpoint, &bytes).await;
         }
-        Ok(Err(BodyError::Unreadable(e))) => {
+        Err(BodyError::Unreadable(e)) => {
             debug!(error = %e, "request body unreadable");
             return text(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read request body: {e}\n"),
             );
         }
-        Err(_) => {
-            return text(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "request body not received within {} s\n",
-                    BODY_READ_TIMEOUT.as_secs()
-                ),
-            )
+        Err(BodyError::TooLarge(unkept)) => {
+            let refusal = too_large(limit, &unkept);
+            (unkept, refusal)
+        }
+        Err(BodyError::NoRoom(unkept)) => {
+            let refusal = busy(s, &unkept);
+            (unkept, refusal)
+        }
+        Err(BodyError::Slow(unkept)) => {
+            let refusal = slow(&unkept);
+            (unkept, refusal)
         }
     };
-    // Held until the answer is encoded: what judging the review holds is freed by then.
-    let permits = kib(body.len(), s.budget_kib);
-    let budget = s.review_budget.clone().acquire_many_owned(permits);
-    // `timeout` polls the acquisition before its timer: with a zero wait a review that
-    // finds room is still judged.
-    let _budget = match tokio::time::timeout(s.review_budget_wait, budget).await {
-        Ok(Ok(permit)) => permit,
-        _ => {
-            s.metrics.request(
-                endpoint,
-                "other",
-                m::Decision::Failed,
-                started.elapsed().as_secs_f64(),
-            );
-            return busy(s, endpoint, &body);
-        }
+    let decision = match refusal.code {
+        413 => m::Decision::Invalid,
+        _ => m::Decision::Failed,
     };
-    let answer = handler::admit(&s.admission, endpoint, &body).await;
+    s.metrics
+        .request(endpoint, "other", decision, started.elapsed().as_secs_f64());
+    refuse(endpoint, &unkept, refusal)
+}
+
+/// Judges a body read whole, and answers.
+async fn judge(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
+    let answer = handler::admit(&s.admission, endpoint, body).await;
     let status =
         StatusCode::from_u16(answer.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let content_type = if answer.json {
@@ -247,22 +321,6 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
         "text/plain; charset=utf-8"
     };
     (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
-}
-
-/// The budget's permits: `bytes` in KiB, at least one; at most what tokio's semaphore holds
-/// (`u32` permits are far more than memory: 4 TiB).
-fn budget_kib(bytes: usize) -> u32 {
-    u32::try_from(bytes / 1024).unwrap_or(u32::MAX).clamp(
-        1,
-        u32::try_from(tokio::sync::Semaphore::MAX_PERMITS).unwrap_or(u32::MAX),
-    )
-}
-
-/// The permits a review of `len` bytes takes: its KiB, at least one, at most the budget.
-fn kib(len: usize, budget_kib: u32) -> u32 {
-    u32::try_from(len.div_ceil(1024))
-        .unwrap_or(u32::MAX)
-        .clamp(1, budget_kib)
 }
 
 /// `bytes` as people read it: `8 MiB`, `64 KiB`, `1000 bytes`.
@@ -285,47 +343,23 @@ fn wait_text(wait: Duration) -> String {
     }
 }
 
-/// An AdmissionReview refusing a review that found no room among the reviews being judged
-/// (large ones, together over [`Config::review_bytes_in_flight`]) within
-/// [`Config::review_budget_wait`].
-fn busy(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
-    // The whole body is here: its uid is found wherever it is (for the apiserver's reviews,
-    // in the first few hundred bytes, where the search ends).
-    let uid = uid::uid_in(body);
-    let message = format!(
-        "gangplank is judging other large reviews ({} at once at most) and this one ({} bytes) found no room within {}, so it is refused; retry",
-        size_text(usize::try_from(s.budget_kib).unwrap_or(usize::MAX).saturating_mul(1024)),
-        body.len(),
-        wait_text(s.review_budget_wait)
-    );
-    warn!(
-        endpoint = endpoint.as_str(),
-        uid = uid.as_deref().unwrap_or_default(),
-        bytes = body.len(),
-        decision = "failed",
-        "review refused: no room among the reviews in flight"
-    );
-    let verdict = Verdict::refuse(429, "TooManyRequests", message);
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        verdict.encode(uid.as_deref().unwrap_or_default()),
-    )
-        .into_response()
+/// Why a review that was not kept is refused: its AdmissionReview status.
+struct Refusal {
+    code: u16,
+    reason: &'static str,
+    message: String,
+    /// For the log line.
+    what: &'static str,
 }
 
-/// An AdmissionReview refusing a review over the limit, with its uid when the bytes read hold
-/// it (the apiserver requires the answer's uid to be the request's; without it the apiserver
-/// reports the answer as invalid, and the message is in gangplank's log only).
-fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
-    let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
-    let over = body.bytes.saturating_sub(limit_bytes);
-    let at_least = if body.whole { "" } else { "at least " };
+/// Answers a review that was not kept (read only for its uid) with an AdmissionReview that
+/// refuses it, with its uid when the bytes read hold it (the apiserver requires the answer's
+/// uid to be the request's; without it the apiserver reports the answer as invalid, and the
+/// message is in gangplank's log only). HTTP 200: a bare error status would reach the user as
+/// "failed calling webhook", without the message.
+fn refuse(endpoint: Endpoint, body: &Oversized, refusal: Refusal) -> Response {
     let uid = body.uid.as_deref();
-    let mut message = format!(
-        "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
-        body.bytes
-    );
+    let mut message = refusal.message;
     if uid.is_none() {
         message.push_str(&format!(
             "; no request.uid in the {} bytes read, so this answer cannot name the request",
@@ -336,17 +370,73 @@ fn too_large(endpoint: Endpoint, limit: usize, body: &Oversized) -> Response {
         endpoint = endpoint.as_str(),
         uid = uid.unwrap_or_default(),
         bytes = body.bytes,
-        limit,
-        decision = "invalid",
-        "review over the body limit refused"
+        code = refusal.code,
+        "review refused before it was judged: {}",
+        refusal.what
     );
-    let verdict = Verdict::refuse(413, "RequestEntityTooLarge", message);
+    let verdict = Verdict::refuse(refusal.code, refusal.reason, message);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         verdict.encode(uid.unwrap_or_default()),
     )
         .into_response()
+}
+
+/// "at least " when only part of a body was read.
+fn at_least(body: &Oversized) -> &'static str {
+    if body.whole {
+        ""
+    } else {
+        "at least "
+    }
+}
+
+/// A review that found no room among the reviews in flight (large ones, together over
+/// [`Config::review_bytes_in_flight`]) within [`Config::review_budget_wait`].
+fn busy(s: &Shared, body: &Oversized) -> Refusal {
+    Refusal {
+        code: 429,
+        reason: "TooManyRequests",
+        message: format!(
+            "gangplank is judging other large reviews ({} at once at most) and this one ({}{} bytes) found no room within {}, so it is refused; retry",
+            size_text(s.budget.bytes()),
+            at_least(body),
+            body.bytes,
+            wait_text(s.budget.wait())
+        ),
+        what: "no room among the reviews in flight",
+    }
+}
+
+/// A review over [`Config::max_body_bytes`].
+fn too_large(limit: usize, body: &Oversized) -> Refusal {
+    let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
+    let over = body.bytes.saturating_sub(limit_bytes);
+    let at_least = at_least(body);
+    Refusal {
+        code: 413,
+        reason: "RequestEntityTooLarge",
+        message: format!(
+            "the AdmissionReview is {at_least}{over} bytes over gangplank's limit of {limit} bytes ({at_least}{} bytes), so the request cannot be judged and is refused; the limit is the gangplank webhook's --max-body-bytes flag (GANGPLANK_MAX_BODY_BYTES)",
+            body.bytes
+        ),
+        what: "over the body limit",
+    }
+}
+
+/// A review whose body did not arrive within [`BODY_READ_TIMEOUT`].
+fn slow(body: &Oversized) -> Refusal {
+    Refusal {
+        code: 408,
+        reason: "Timeout",
+        message: format!(
+            "the AdmissionReview did not arrive within {} s ({} bytes received), so it is refused; retry, and check the network between the apiserver and the gangplank webhook",
+            BODY_READ_TIMEOUT.as_secs(),
+            body.read
+        ),
+        what: "body not received in time",
+    }
 }
 
 fn text(status: StatusCode, message: String) -> Response {
@@ -400,22 +490,31 @@ async fn readyz(State(s): State<Arc<Shared>>) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
-async fn metrics(State(s): State<Arc<Shared>>) -> Response {
-    let mut response = Body::from(s.metrics.render()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(m::CONTENT_TYPE),
-    );
-    response
+/// `/metrics` on the webhook port: to verified clients only with `--client-ca`, and not at
+/// all with `--metrics-addr` (served there).
+async fn metrics(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    if let Some(addr) = s.metrics_addr {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("/metrics is served over plain HTTP on {addr} (--metrics-addr), not on the webhook port\n"),
+        );
+    }
+    match refuse_unverified(&s, &req, "/metrics") {
+        Some(refusal) => refusal,
+        None => scrape::render(&s.metrics),
+    }
 }
 
 /// A bound listener, ready to serve.
 pub struct Server {
     listener: TcpListener,
+    /// `--metrics-addr`'s listener, when set.
+    scrape: Option<TcpListener>,
     tls: Arc<ServerConfig>,
     shared: Arc<Shared>,
     policies: Arc<PolicyStore>,
     cert: Arc<ServingCert>,
+    client_ca: Option<Arc<ClientCa>>,
     metrics: Arc<Metrics>,
     reload_interval: Duration,
     shutdown_delay: Duration,
@@ -423,28 +522,38 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `config.addr` (port 0 picks a free port; see [`Server::local_addr`]).
+    /// Binds `config.addr` (port 0 picks a free port; see [`Server::local_addr`]), and
+    /// `config.metrics_addr` when set.
     pub async fn bind(
-        config: Config,
+        mut config: Config,
         policies: Arc<PolicyStore>,
         cert: Arc<ServingCert>,
         metrics: Arc<Metrics>,
     ) -> Result<Server, ServeError> {
-        let tls = cert.server_config().map_err(ServeError::Tls)?;
+        let verifier = config.client_ca.as_ref().map(ClientCa::verifier);
+        let tls = cert.server_config(verifier).map_err(ServeError::Tls)?;
         let listener = TcpListener::bind(config.addr)
             .await
             .map_err(|source| ServeError::Bind {
                 addr: config.addr,
                 source,
             })?;
+        let scrape = match config.metrics_addr {
+            Some(addr) => Some(scrape::bind(addr).await.map_err(ServeError::Metrics)?),
+            None => None,
+        };
+        // The port bound (port 0 picks one), for the webhook port's pointer to it.
+        config.metrics_addr = scrape.as_ref().and_then(|l| l.local_addr().ok());
         metrics.set_policies_loaded(policies.status().policies);
         let shared = Shared::new(&config, policies.clone(), cert.clone(), metrics.clone());
         Ok(Server {
             listener,
+            scrape,
             tls,
             shared,
             policies,
             cert,
+            client_ca: config.client_ca,
             metrics,
             reload_interval: config.reload_interval,
             shutdown_delay: config.shutdown_delay,
@@ -456,16 +565,24 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown` resolves (plus [`Config::shutdown_delay`]), then drains
-    /// connections (at most [`SHUTDOWN_GRACE`]). Also runs the policy and certificate
-    /// reload tasks.
+    /// The `--metrics-addr` listener's address, when set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.scrape.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves until `shutdown` resolves, tells clients to leave for
+    /// [`Config::shutdown_delay`] ([`drain`]), closes the listener, then drains connections
+    /// (at most [`SHUTDOWN_GRACE`]). Also runs the policy and certificate reload tasks and
+    /// the metrics listener.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
         let Server {
             listener,
+            scrape,
             tls,
             shared,
             policies,
             cert,
+            client_ca,
             metrics,
             reload_interval,
             shutdown_delay,
@@ -475,43 +592,56 @@ impl Server {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let policy_task = tokio::spawn(super::reload::watch(
-            policies,
-            metrics.clone(),
-            reload_interval,
-            stopped(stop_rx.clone()),
-        ));
-        let cert_task = tokio::spawn(super::tls::watch(
-            cert,
-            metrics,
-            reload_interval,
-            stopped(stop_rx),
-        ));
+        let mut tasks = vec![
+            tokio::spawn(super::reload::watch(
+                policies,
+                metrics.clone(),
+                reload_interval,
+                stopped(stop_rx.clone()),
+            )),
+            tokio::spawn(super::tls::watch(
+                cert,
+                metrics.clone(),
+                reload_interval,
+                stopped(stop_rx.clone()),
+            )),
+        ];
+        if let Some(ca) = client_ca {
+            tasks.push(tokio::spawn(super::client_auth::watch(
+                ca,
+                metrics.clone(),
+                reload_interval,
+                stopped(stop_rx.clone()),
+            )));
+        }
+        if let Some(scrape) = scrape {
+            // Scraped until the process ends: the grace of the webhooks included.
+            let done = stopped(stop_rx.clone());
+            tokio::spawn(scrape::run(scrape, metrics.clone(), done));
+        }
 
         let acceptor = TlsAcceptor::from(tls);
-        let service = TowerToHyperService::new(router(shared.clone()));
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(BODY_READ_TIMEOUT);
-        let builder = Arc::new(builder);
-        let graceful = GracefulShutdown::new();
+        let routes = router(shared.clone());
+        let builder = Arc::new(connection_builder());
+        // Each connection holds a clone until it ends; draining waits for all to be dropped.
+        let (open_tx, mut open_rx) = tokio::sync::mpsc::channel::<()>(1);
         shared.set_serving(true);
         if let Ok(addr) = listener.local_addr() {
             info!(%addr, "serving admission webhooks over HTTPS");
         }
 
-        // Resolves `shutdown_delay` after `shutdown`, with readiness already failing.
+        // Resolves `shutdown_delay` after `shutdown`, with readiness failing and clients told
+        // to leave meanwhile.
         let stop_accepting = {
             let shared = shared.clone();
             async move {
                 shutdown.await;
                 shared.set_serving(false);
+                shared.phases.set(Phase::Draining);
                 if !shutdown_delay.is_zero() {
                     info!(
                         delay_ms = shutdown_delay.as_millis() as u64,
-                        "shutdown requested: not ready; still serving while endpoints drop this replica"
+                        "shutdown requested: not ready; still serving while endpoints drop this replica, clients told to reconnect"
                     );
                     tokio::time::sleep(shutdown_delay).await;
                 }
@@ -536,8 +666,8 @@ impl Server {
             if evicted {
                 debug!(%peer, "at the connection bound: closed the least recently active connection");
             }
-            let (acceptor, service, builder) = (acceptor.clone(), service.clone(), builder.clone());
-            let watcher = graceful.watcher();
+            let (acceptor, routes, builder) = (acceptor.clone(), routes.clone(), builder.clone());
+            let (phases, open) = (shared.phases.watch(), open_tx.clone());
             tokio::spawn(async move {
                 let state = slot.state().clone();
                 let serve = async {
@@ -554,9 +684,24 @@ impl Server {
                             return;
                         }
                     };
+                    let session = tls.get_ref().1;
+                    let h2 = session.alpn_protocol() == Some(b"h2");
+                    // With --client-ca a certificate presented was verified in the handshake
+                    // (one of another CA fails it): having one is being verified.
+                    let client = Peer {
+                        verified: session.peer_certificates().is_some_and(|c| !c.is_empty()),
+                    };
+                    let service = TowerToHyperService::new(routes.map_request(
+                        move |mut req: Request<Incoming>| {
+                            req.extensions_mut().insert(client);
+                            req
+                        },
+                    ));
                     let io = TokioIo::new(Activity::new(tls, state.clone()));
                     let conn = builder.serve_connection(io, service);
-                    if let Err(e) = watcher.watch(conn).await {
+                    tokio::pin!(conn);
+                    let graceful = |conn: Pin<&mut _>| auto::Connection::graceful_shutdown(conn);
+                    if let Err(e) = drain::serve(conn.as_mut(), graceful, h2, phases).await {
                         debug!(%peer, error = %e, "connection ended with an error");
                     }
                 };
@@ -567,17 +712,19 @@ impl Server {
                     }
                 }
                 drop(slot);
+                drop(open);
             });
         }
 
         shared.set_serving(false);
+        shared.phases.set(Phase::Closing);
         drop(listener);
-        let _ = stop_tx.send(true);
+        drop(open_tx);
         info!(
-            connections = graceful.count(),
+            connections = connections.len(),
             "shutting down: draining connections"
         );
-        if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        if tokio::time::timeout(SHUTDOWN_GRACE, open_rx.recv())
             .await
             .is_err()
         {
@@ -586,10 +733,31 @@ impl Server {
                 "connections still open after the grace period; closing them"
             );
         }
-        let _ = policy_task.await;
-        let _ = cert_task.await;
+        let _ = stop_tx.send(true);
+        for task in tasks {
+            let _ = task.await;
+        }
         Ok(())
     }
+}
+
+/// HTTP/1.1 and HTTP/2 as the memory bounds need them (see the constants): small read
+/// buffers, few streams, small windows, so that bodies not read yet cannot pile up.
+fn connection_builder() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(BODY_READ_TIMEOUT)
+        .max_buf_size(H1_MAX_BUF);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .max_header_list_size(H2_MAX_HEADER_LIST);
+    builder
 }
 
 /// Why the server could not start.
@@ -603,28 +771,13 @@ pub enum ServeError {
     },
     #[error("TLS configuration")]
     Tls(#[source] super::tls::TlsError),
+    #[error("metrics listener")]
+    Metrics(#[source] super::scrape::BindError),
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_review_takes_its_kib_of_the_budget_at_least_one_at_most_all() {
-        let budget = budget_kib(DEFAULT_REVIEW_BYTES_IN_FLIGHT);
-        assert_eq!(budget, 8 * 1024);
-        assert_eq!(kib(0, budget), 1);
-        assert_eq!(kib(1, budget), 1);
-        assert_eq!(kib(11 * 1024 + 1, budget), 12);
-        assert_eq!(kib(16 * 1024 * 1024, budget), budget);
-    }
-
-    #[test]
-    fn a_budget_under_one_kib_is_one_permit() {
-        assert_eq!(budget_kib(0), 1);
-        assert_eq!(budget_kib(1023), 1);
-        assert_eq!(budget_kib(64 * 1024), 64);
-    }
 
     #[test]
     fn sizes_and_waits_read_as_written_in_flags() {

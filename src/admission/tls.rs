@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::crypto::CryptoProvider;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
@@ -154,13 +155,20 @@ impl ServingCert {
     }
 
     /// A rustls configuration serving whatever pair is current: TLS 1.2 and 1.3, ALPN h2 and
-    /// http/1.1, no client authentication (the apiserver authenticates us, not the reverse).
-    pub fn server_config(self: &Arc<Self>) -> Result<Arc<ServerConfig>, TlsError> {
-        let mut config = ServerConfig::builder_with_provider(provider())
+    /// http/1.1. Client certificates are verified by `clients` when given (`--client-ca`,
+    /// [`super::client_auth`]); without it no client is authenticated, as before.
+    pub fn server_config(
+        self: &Arc<Self>,
+        clients: Option<Arc<dyn ClientCertVerifier>>,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
+        let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(TlsError::Config)?
-            .with_no_client_auth()
-            .with_cert_resolver(self.clone());
+            .map_err(TlsError::Config)?;
+        let builder = match clients {
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }

@@ -10,6 +10,7 @@ use clap::Args;
 use tracing::{error, info, warn};
 
 use crate::admission::certs::{self, Bundle};
+use crate::admission::client_auth::ClientCa;
 use crate::admission::handler::Limits;
 use crate::admission::server::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_REVIEW_BYTES_IN_FLIGHT,
@@ -83,6 +84,17 @@ pub struct ServeArgs {
     /// active one, so that idle clients cannot lock the apiserver out.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, env = "GANGPLANK_MAX_CONNECTIONS")]
     pub max_connections: usize,
+    /// CA (PEM) that signs the apiserver's client certificate: /mutate, /validate and
+    /// /metrics then answer only clients presenting a certificate it signed (403 otherwise);
+    /// /healthz and /readyz answer anyone (the kubelet's probes present none). Reloaded when
+    /// it changes. The apiserver presents one only where its AdmissionConfiguration can be
+    /// set (README, "Mutual TLS").
+    #[arg(long, env = "GANGPLANK_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+    /// Serve /metrics over plain HTTP on this address (e.g. 0.0.0.0:9090) instead of the
+    /// webhook port, for Prometheus; deploy/'s NetworkPolicy admits monitoring to it.
+    #[arg(long, env = "GANGPLANK_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
     /// Async worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0, env = "GANGPLANK_WORKER_THREADS")]
     pub worker_threads: usize,
@@ -156,6 +168,8 @@ impl ServeArgs {
             reload_interval,
             shutdown_delay,
             max_connections,
+            client_ca,
+            metrics_addr,
             worker_threads: _,
             registry_credentials,
             controller,
@@ -214,6 +228,13 @@ impl ServeArgs {
                 return exit::UNREADABLE;
             }
         };
+        let client_ca = match client_ca.as_deref().map(ClientCa::from_file).transpose() {
+            Ok(ca) => ca.map(Arc::new),
+            Err(e) => {
+                error!(error = %error_chain(&e), "cannot load --client-ca");
+                return exit::UNREADABLE;
+            }
+        };
         let config = Config {
             addr,
             limits: Limits {
@@ -227,6 +248,8 @@ impl ServeArgs {
             review_bytes_in_flight,
             review_budget_wait,
             images,
+            client_ca,
+            metrics_addr,
         };
         let server = match Server::bind(config, Arc::new(store), cert, metrics).await {
             Ok(server) => server,

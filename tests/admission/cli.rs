@@ -1,19 +1,12 @@
 //! `gangplank certs` and `gangplank serve` as commands: files, caBundle, the ephemeral
 //! certificate of a zero-config run, graceful exit on SIGTERM.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
 
-use crate::support::{create, example, repo};
-
-fn gangplank() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gangplank"));
-    c.env_remove("RUST_LOG").current_dir(repo());
-    c
-}
+use crate::support::{create, example, gangplank, Spawned};
 
 #[test]
 fn certs_writes_a_tls_secret_layout_and_prints_the_ca_bundle() {
@@ -71,44 +64,15 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca_path = dir.path().join("local-ca.crt");
-    let mut child = KillOnDrop(
-        gangplank()
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-                "--ephemeral-ca",
-            ])
-            .arg(&ca_path)
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("starts"),
-    );
-    let stderr = child.0.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut said_ephemeral = false;
-    let addr = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("serve logs its address");
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
-        if v["fields"]["message"].as_str().is_some_and(|m| {
+    let ca_arg = ca_path.display().to_string();
+    let mut child = Spawned::serve(&["--ephemeral-ca", &ca_arg], &[]);
+    let addr = child.addr.clone();
+    let said_ephemeral = child.early.iter().any(|line| {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON log line");
+        v["fields"]["message"].as_str().is_some_and(|m| {
             m.contains("ephemeral self-signed") && m.contains(&ca_path.display().to_string())
-        }) {
-            said_ephemeral = true;
-        }
-        if v["fields"]["message"] == "listening" {
-            break v["fields"]["addr"].as_str().expect("addr").to_string();
-        }
-    };
+        })
+    });
     assert!(
         said_ephemeral,
         "serve says it uses an ephemeral certificate and where its CA is"
@@ -132,7 +96,8 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
 
     // One JSON log line per decision, with the request's identity.
     let decision = loop {
-        let line = rx
+        let line = child
+            .log
             .recv_timeout(Duration::from_secs(10))
             .expect("decision logged");
         let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
@@ -158,7 +123,7 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
         "{decision}"
     );
 
-    let pid = child.0.id().to_string();
+    let pid = child.child.id().to_string();
     let killed = Command::new("kill")
         .args(["-TERM", &pid])
         .status()
@@ -166,7 +131,7 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
     assert!(killed.success());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let status = loop {
-        if let Some(status) = child.0.try_wait().expect("wait") {
+        if let Some(status) = child.child.try_wait().expect("wait") {
             break status;
         }
         assert!(
@@ -176,16 +141,6 @@ async fn serve_without_a_certificate_generates_one_says_where_its_ca_is_and_exit
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(status.success(), "{status}");
-}
-
-/// A spawned server never outlives its test, even one that fails half-way.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

@@ -36,6 +36,8 @@ fn shared() -> Arc<Shared> {
         review_bytes_in_flight: gangplank::admission::server::DEFAULT_REVIEW_BYTES_IN_FLIGHT,
         review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
         images: Default::default(),
+        client_ca: None,
+        metrics_addr: None,
     };
     Shared::new(&config, store, cert, Arc::new(Metrics::new()))
 }

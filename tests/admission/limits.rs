@@ -2,7 +2,6 @@
 //! away, and clients that open connections and send nothing (slowloris). Each is refused
 //! or outlived, and other requests are still served.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -134,23 +133,6 @@ async fn closed_by_server(conn: &mut (impl tokio::io::AsyncRead + Unpin)) -> boo
         .is_ok()
 }
 
-/// A TLS client config that trusts the test CA and offers `alpn`.
-fn tls_client(server: &TestServer, alpn: &[u8]) -> tokio_rustls::TlsConnector {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(server.ca.pem().as_bytes()) {
-        roots.add(cert.expect("CA PEM")).expect("CA");
-    }
-    let mut config =
-        rustls::ClientConfig::builder_with_provider(gangplank::admission::tls::provider())
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    config.alpn_protocols = vec![alpn.to_vec()];
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-}
-
 /// Half the idle connections finish the TLS handshake (HTTP/2 and HTTP/1.1) and send
 /// nothing more; the other half never start it. `RELIABILITY.md` has the 10,000-connection
 /// run (`gangplank bench --idle-connections`); this test keeps CI quick.
@@ -169,7 +151,7 @@ async fn idle_connections_do_not_stop_others_being_served() {
         }
         let alpn: &[u8] = if i % 4 == 1 { b"h2" } else { b"http/1.1" };
         let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("name");
-        let tls = tls_client(&server, alpn)
+        let tls = crate::support::tls_client(&server, alpn)
             .connect(name, tcp)
             .await
             .expect("handshake");
@@ -203,7 +185,7 @@ async fn at_the_connection_bound_a_new_client_is_served_and_the_quietest_idle_on
     let mut idle = Vec::new();
     for _ in 0..max {
         let tcp = TcpStream::connect(server.addr).await.expect("connects");
-        let tls = tls_client(&server, b"h2")
+        let tls = crate::support::tls_client(&server, b"h2")
             .connect(name.clone(), tcp)
             .await
             .expect("handshake");

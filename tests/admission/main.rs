@@ -4,10 +4,13 @@
 
 mod bad_input;
 mod cli;
+mod client_auth;
 mod differential;
+mod drain;
 mod handoff;
 #[path = "../support/held_registry.rs"]
 mod held_registry;
+mod hostile_bodies;
 mod in_process;
 mod limits;
 mod load;

@@ -52,6 +52,8 @@ async fn readyz_is_not_ready_until_tls_serves() {
         review_bytes_in_flight: gangplank::admission::server::DEFAULT_REVIEW_BYTES_IN_FLIGHT,
         review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
         images: Default::default(),
+        client_ca: None,
+        metrics_addr: None,
     };
     let shared = Shared::new(&config, store, cert, Arc::new(Metrics::new()));
     let readyz = || {

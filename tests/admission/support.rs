@@ -55,6 +55,10 @@ pub struct Options {
     pub max_body_bytes: usize,
     pub review_bytes_in_flight: usize,
     pub review_budget_wait: Duration,
+    /// `--client-ca`: the CA whose client certificates the admission routes require.
+    pub client_ca: Option<PathBuf>,
+    /// `--metrics-addr`.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl Default for Options {
@@ -68,12 +72,16 @@ impl Default for Options {
             max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
             review_bytes_in_flight: gangplank::admission::server::DEFAULT_REVIEW_BYTES_IN_FLIGHT,
             review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
+            client_ca: None,
+            metrics_addr: None,
         }
     }
 }
 
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// `--metrics-addr`'s listener, when the options set one.
+    pub metrics_addr: Option<SocketAddr>,
     pub ca: Ca,
     /// The pair the server started with.
     pub first: Bundle,
@@ -132,11 +140,19 @@ impl TestServer {
             review_bytes_in_flight: opts.review_bytes_in_flight,
             review_budget_wait: opts.review_budget_wait,
             images: Default::default(),
+            client_ca: opts.client_ca.as_deref().map(|path| {
+                Arc::new(
+                    gangplank::admission::client_auth::ClientCa::from_file(path)
+                        .expect("client CA loads"),
+                )
+            }),
+            metrics_addr: opts.metrics_addr,
         };
         let server = Server::bind(config, store, cert, metrics.clone())
             .await
             .expect("binds");
         let addr = server.local_addr().expect("bound address");
+        let metrics_addr = server.metrics_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             server
@@ -149,6 +165,7 @@ impl TestServer {
         let client = client_for(&ca);
         let s = TestServer {
             addr,
+            metrics_addr,
             ca,
             first,
             cert_files,
@@ -422,4 +439,100 @@ pub fn apply(object: &Value, response: &Value) -> Value {
         json_patch::patch(&mut out, &patch_of(response)).expect("patch applies");
     }
     out
+}
+
+/// `gangplank serve` as a process of its own (the binary cargo built), for what only a
+/// process shows: its memory, its exit on SIGTERM, its log.
+pub struct Spawned {
+    pub child: std::process::Child,
+    /// The address it logged as listening on.
+    pub addr: String,
+    /// Its log lines (JSON), as they come.
+    pub log: std::sync::mpsc::Receiver<String>,
+    /// Lines read before "listening".
+    pub early: Vec<String>,
+}
+
+/// `gangplank` with no RUST_LOG of the caller's, in the repository.
+pub fn gangplank() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gangplank"));
+    c.env_remove("RUST_LOG").current_dir(repo());
+    c
+}
+
+impl Spawned {
+    /// Starts `gangplank serve --addr 127.0.0.1:0 --log-format json <args>` with `env`, and
+    /// waits until it logs its address.
+    pub fn serve(args: &[&str], env: &[(&str, &str)]) -> Spawned {
+        use std::io::{BufRead, BufReader};
+        let mut child = gangplank()
+            .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("gangplank serve starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, log) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut spawned = Spawned {
+            child,
+            addr: String::new(),
+            log,
+            early: Vec::new(),
+        };
+        spawned.addr = loop {
+            let line = spawned
+                .log
+                .recv_timeout(Duration::from_secs(60))
+                .expect("serve logs its address");
+            let v: Value = serde_json::from_str(&line).expect("JSON log line");
+            spawned.early.push(line);
+            if v["fields"]["message"] == "listening" {
+                break v["fields"]["addr"].as_str().expect("addr").to_string();
+            }
+        };
+        spawned
+    }
+
+    /// The peak resident set of the process so far (`VmHWM`), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("VmHWM in /proc status")
+    }
+}
+
+/// A spawned server never outlives its test, even one that fails half-way.
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TLS client config that trusts the test CA and offers `alpn`.
+pub fn tls_client(server: &TestServer, alpn: &[u8]) -> tokio_rustls::TlsConnector {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(server.ca.pem().as_bytes()) {
+        roots.add(cert.expect("CA PEM")).expect("CA");
+    }
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(gangplank::admission::tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
 }

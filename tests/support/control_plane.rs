@@ -193,8 +193,19 @@ impl ControlPlane {
 
     /// As [`ControlPlane::start`], with a scheduler as `scheduling` says.
     pub fn start_with(assets: &Assets, crds: Crds, scheduling: Scheduling) -> ControlPlane {
+        ControlPlane::start_with_apiserver_flags(assets, crds, scheduling, Vec::new())
+    }
+
+    /// As [`ControlPlane::start_with`], with `flags` added to the kube-apiserver's
+    /// (`--admission-control-config-file=...`, say).
+    pub fn start_with_apiserver_flags(
+        assets: &Assets,
+        crds: Crds,
+        scheduling: Scheduling,
+        flags: Vec<String>,
+    ) -> ControlPlane {
         let assets = assets.clone();
-        super::on_own_runtime(move || start_with_retries(assets, crds, scheduling))
+        super::on_own_runtime(move || start_with_retries(assets, crds, scheduling, flags))
     }
 
     /// A client with the admin token, bound to the caller's runtime.
@@ -339,10 +350,15 @@ enum StartError {
     Failed(String),
 }
 
-async fn start_with_retries(assets: Assets, crds: Crds, scheduling: Scheduling) -> ControlPlane {
+async fn start_with_retries(
+    assets: Assets,
+    crds: Crds,
+    scheduling: Scheduling,
+    flags: Vec<String>,
+) -> ControlPlane {
     let mut last = String::new();
     for attempt in 1..=START_ATTEMPTS {
-        match start_once(&assets, crds, scheduling).await {
+        match start_once(&assets, crds, scheduling, &flags).await {
             Ok(control_plane) => return control_plane,
             Err(StartError::PortTaken(why)) => {
                 eprintln!("control plane attempt {attempt}: a port was taken, retrying: {why}");
@@ -358,6 +374,7 @@ async fn start_once(
     assets: &Assets,
     crds: Crds,
     scheduling: Scheduling,
+    flags: &[String],
 ) -> Result<ControlPlane, StartError> {
     let dir = tempfile::Builder::new()
         .prefix("gangplank-control-plane-")
@@ -374,6 +391,7 @@ async fn start_once(
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
     write_apiserver_files(dir.path());
     let mut apiserver_args = apiserver_args(dir.path(), &etcd_url, api_port);
+    apiserver_args.extend_from_slice(flags);
     if scheduling == Scheduling::NativeGang {
         apiserver_args.push(format!("--feature-gates={NATIVE_GANG_GATES}"));
         apiserver_args.push("--runtime-config=scheduling.k8s.io/v1alpha2=true".into());

@@ -57,12 +57,32 @@ impl Webhooks {
         policies: PathBuf,
         only: Option<&str>,
     ) -> Webhooks {
-        let dir = control_plane.dir.path();
         // Per server: a control plane may see more than one (the latency benchmark).
         let [port] = free_ports();
+        let webhooks = Webhooks::start_scoped(control_plane, policies, only, port, &[]).await;
+        let client = control_plane.client().await;
+        webhooks
+            .wait_active(&client, only.unwrap_or("default"))
+            .await;
+        webhooks
+    }
+
+    /// Starts `gangplank serve` on `port` with `flags` added (`--client-ca=...`, say) and
+    /// installs deploy/'s configurations pointing at it, scoped as
+    /// [`Webhooks::install_scoped`] says, without waiting until the apiserver calls it (a
+    /// test of a server the apiserver cannot call waits for that instead).
+    pub async fn start_scoped(
+        control_plane: &ControlPlane,
+        policies: PathBuf,
+        only: Option<&str>,
+        port: u16,
+        flags: &[String],
+    ) -> Webhooks {
+        let dir = control_plane.dir.path();
         let tls = dir.join(format!("webhook-{port}-tls"));
         gangplank_certs(&tls, &["127.0.0.1"]);
-        let args = serve_args(port, &tls, &policies);
+        let mut args = serve_args(port, &tls, &policies);
+        args.extend_from_slice(flags);
         let name = format!("gangplank-{port}");
         // As in a cluster: the server can read the API (its Node/Queue inventory).
         let kubeconfig = control_plane.kubeconfig.display().to_string();
@@ -84,22 +104,41 @@ impl Webhooks {
             apply(&client, configuration).await;
         }
         webhooks
-            .wait_active(&client, only.unwrap_or("default"))
-            .await;
-        webhooks
     }
 
     /// The server's `/metrics` (Prometheus text).
     pub async fn metrics(&self) -> String {
+        let response = self
+            .https()
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await;
+        let response = response.expect("GET /metrics");
+        response.text().await.expect("metrics text")
+    }
+
+    /// Waits until the server's `/readyz` answers 200 (it answers clients without a
+    /// certificate too).
+    pub async fn wait_ready(&self) {
+        let client = self.https();
+        super::wait_for("gangplank serve ready", Duration::from_secs(60), || async {
+            let response = client.get(format!("{}/readyz", self.url)).send().await;
+            match response.map(|r| r.status()) {
+                Ok(status) if status.is_success() => Ok(()),
+                other => Err(format!("{other:?}; log tail:\n{}", self.server.tail(10))),
+            }
+        })
+        .await
+    }
+
+    /// A client trusting the server's CA, presenting no certificate.
+    fn https(&self) -> reqwest::Client {
         let ca = reqwest::Certificate::from_pem(&self.ca_pem).expect("CA PEM");
-        let client = reqwest::Client::builder()
+        reqwest::Client::builder()
             .tls_certs_only([ca])
             .no_proxy()
             .build()
-            .expect("HTTP client");
-        let response = client.get(format!("{}/metrics", self.url)).send().await;
-        let response = response.expect("GET /metrics");
-        response.text().await.expect("metrics text")
+            .expect("HTTP client")
     }
 
     /// The last lines of the server's log (its one JSON line per decision included).
@@ -125,7 +164,7 @@ impl Webhooks {
 
     /// The apiserver reads webhook configurations through an informer: wait until one dry
     /// run reaches both webhooks (the server logs one line per decision).
-    async fn wait_active(&self, client: &kube::Client, namespace: &str) {
+    pub async fn wait_active(&self, client: &kube::Client, namespace: &str) {
         super::wait_for("both webhooks called", Duration::from_secs(60), || async {
             let tail = || format!("\ngangplank serve log tail:\n{}", self.server.tail(15));
             self.probe(client, namespace)
