@@ -95,7 +95,8 @@ fn both_deployments_run_at_gangplanks_priority_and_the_controller_keeps_a_pod_th
 /// Only the control plane may open the webhook port: the policy selects the webhook pods,
 /// is Ingress only (egress untouched: the registries, the API), and admits port 8443 from
 /// one ipBlock, the placeholder a platform replaces with its apiserver addresses
-/// (deploy/networkpolicy.yaml).
+/// (deploy/networkpolicy.yaml). /metrics is on a port of its own (`--metrics-addr`), which
+/// only the monitoring namespace may open.
 #[test]
 fn network_policy_admits_only_an_ip_block_to_the_webhook_port() {
     let manifests = Manifests::get();
@@ -107,7 +108,7 @@ fn network_policy_admits_only_an_ip_block_to_the_webhook_port() {
     ));
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
     let ingress = policy["spec"]["ingress"].as_array().expect("ingress");
-    assert_eq!(ingress.len(), 1, "{ingress:?}");
+    assert_eq!(ingress.len(), 2, "{ingress:?}");
     assert_eq!(
         ingress[0]["ports"],
         json!([{"protocol": "TCP", "port": 8443}])
@@ -118,6 +119,20 @@ fn network_policy_admits_only_an_ip_block_to_the_webhook_port() {
     assert!(from[0].get("podSelector").is_none() && from[0].get("namespaceSelector").is_none());
     let port = &manifests.container()["ports"][0];
     assert_eq!(port["containerPort"], 8443);
+    let metrics_addr = manifests.container()["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str()?.strip_prefix("--metrics-addr="))
+        .next()
+        .expect("--metrics-addr keeps /metrics off the webhook port");
+    assert!(metrics_addr.ends_with(":9090"), "{metrics_addr}");
+    assert_eq!(
+        ingress[1]["ports"],
+        json!([{"protocol": "TCP", "port": 9090}])
+    );
+    let scraper = &ingress[1]["from"][0]["namespaceSelector"]["matchLabels"];
+    assert_eq!(scraper["kubernetes.io/metadata.name"], "monitoring");
 }
 
 /// Transparent huge pages inflated RSS (RELIABILITY.md "Soak": 43 of 73 MiB of heap); the
