@@ -291,3 +291,39 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         "Issuers and Certificates"
     );
 }
+
+/// A release pins gangplank's own image by digest, as deploy/README.md ("Image") tells: an
+/// overlay's `images:` entry with `digest:` reaches both Deployments, webhook and controller,
+/// as `name@sha256:...` and nothing else (no tag beside it to drift).
+#[test]
+fn an_overlay_pins_both_deployments_to_one_image_digest() {
+    let overlay = tempfile::tempdir().expect("temp dir");
+    let deploy = relative_path(overlay.path(), &deploy_dir());
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}]\nimages:\n  - name: gangplank\n    newName: registry.example.com/platform/gangplank\n    digest: {digest}\n",
+            deploy.display(),
+            deploy.join("controller").display()
+        ),
+    )
+    .expect("write overlay");
+    let Some(built) = kustomize(overlay.path()) else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: no kubectl on PATH or among the kube test binaries (the kustomize build \
+             check needs it; no cluster)"
+        );
+        return;
+    };
+    for name in ["gangplank-webhook", "gangplank-controller"] {
+        let image = &find(&built, "Deployment", name)["spec"]["template"]["spec"]["containers"]
+            [0]["image"];
+        assert_eq!(
+            image.as_str(),
+            Some(format!("registry.example.com/platform/gangplank@{digest}").as_str()),
+            "{name}"
+        );
+    }
+}
