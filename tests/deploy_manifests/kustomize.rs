@@ -318,8 +318,8 @@ fn an_overlay_pins_both_deployments_to_one_image_digest() {
         return;
     };
     for name in ["gangplank-webhook", "gangplank-controller"] {
-        let image = &find(&built, "Deployment", name)["spec"]["template"]["spec"]["containers"]
-            [0]["image"];
+        let image =
+            &find(&built, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["image"];
         assert_eq!(
             image.as_str(),
             Some(format!("registry.example.com/platform/gangplank@{digest}").as_str()),
