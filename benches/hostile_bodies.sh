@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Memory under concurrent large bodies (issue 32, RELIABILITY.md 7.5): CLIENTS clients post a
 # valid AdmissionReview of ~15 MiB each (a PyTorchJob with one large annotation) to
-# `gangplank serve` at once, with curl: HTTP/1.1 with Content-Length (most), chunked HTTP/1.1
-# (CHUNKED of them) and HTTP/2 (H2 of them). The server runs with deploy/'s environment; its
+# `gangplank serve` at once: HTTP/1.1 with Content-Length (most) and chunked HTTP/1.1
+# (CHUNKED of them) with curl, HTTP/2 (H2 of them) with nghttp (Debian's nghttp2-client; it
+# does not verify the certificate, and its answers' status is not checked, their uid is).
+# curl 7.88's HTTP/2 upload spins without reading the answer once the server has kept its
+# window full for a while (the budget's wait), so it cannot be the HTTP/2 client here. The server runs with deploy/'s environment; its
 # peak RSS (VmHWM) is read once every answer is in, and every answer is checked: an
 # AdmissionReview with the request's uid, judged, or refused with 429 (no room) or 413.
 # A new server per run (RUNS of them), so that each peak is that run's.
@@ -68,10 +71,15 @@ for run in $(seq "$runs"); do
   pids=()
   for i in $(seq 0 $((clients - 1))); do
     n=$(printf %03d "$i")
-    flags=(--http1.1)
-    if [ "$i" -lt "$h2" ]; then flags=(--http2)
-    elif [ "$i" -lt $((h2 + chunked)) ]; then flags=(--http1.1 -H "Transfer-Encoding: chunked")
+    if [ "$i" -lt "$h2" ]; then
+      { nghttp -d "$work/review-$n.json" -H 'content-type: application/json' \
+          "https://127.0.0.1:$port/mutate" > "$work/answer-$n.json" 2> "$work/error-$n" \
+          && echo 200 || echo 000; } > "$work/status-$n" &
+      pids+=($!)
+      continue
     fi
+    flags=(--http1.1)
+    [ "$i" -lt $((h2 + chunked)) ] && flags=(--http1.1 -H "Transfer-Encoding: chunked")
     curl -sS --cacert "$work/ca.crt" "${flags[@]}" -H "Content-Type: application/json" \
       --data-binary "@$work/review-$n.json" -o "$work/answer-$n.json" -w '%{http_code}' \
       "https://127.0.0.1:$port/mutate" > "$work/status-$n" 2> "$work/error-$n" &

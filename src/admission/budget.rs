@@ -79,6 +79,15 @@ impl Budget {
         self.wait
     }
 
+    /// Why a review (`what`: its size, its values) that found no room is refused.
+    pub fn no_room(&self, what: &str) -> String {
+        format!(
+            "gangplank is judging other large reviews ({} at once at most) and this one ({what}) found no room within {}, so it is refused; retry",
+            size_text(self.bytes()),
+            wait_text(self.wait)
+        )
+    }
+
     /// KiB permits free now.
     pub fn available_kib(&self) -> usize {
         self.permits.available_permits()
@@ -113,6 +122,11 @@ impl Reservation {
         }
     }
 
+    /// The budget this reservation is a share of.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
     /// KiB held now.
     pub fn held_kib(&self) -> u32 {
         self.held
@@ -123,6 +137,26 @@ impl Reservation {
     /// Gives back everything held (a body over the limit is not kept).
     pub fn release(&mut self) {
         self.held = None;
+    }
+}
+
+/// `bytes` as people read it: `8 MiB`, `64 KiB`, `1000 bytes`.
+fn size_text(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        0 => "0 bytes".to_string(),
+        b if b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// `2 s`, `500 ms`.
+fn wait_text(wait: Duration) -> String {
+    match wait.subsec_millis() {
+        0 => format!("{} s", wait.as_secs()),
+        _ => format!("{} ms", wait.as_millis()),
     }
 }
 
@@ -160,6 +194,16 @@ mod tests {
         assert_eq!(budget_kib(0), 1);
         assert_eq!(budget_kib(1023), 1);
         assert_eq!(budget_kib(64 * 1024), 64);
+    }
+
+    #[test]
+    fn sizes_and_waits_read_as_written_in_flags() {
+        assert_eq!(size_text(8 * 1024 * 1024), "8 MiB");
+        assert_eq!(size_text(64 * 1024), "64 KiB");
+        assert_eq!(size_text(1000), "1000 bytes");
+        assert_eq!(wait_text(Duration::from_secs(2)), "2 s");
+        assert_eq!(wait_text(Duration::from_millis(250)), "250 ms");
+        assert_eq!(wait_text(Duration::ZERO), "0 s");
     }
 
     #[tokio::test]

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tracing::{field::Empty, info, warn, Instrument};
 
+use super::budget::{Budget, Reservation};
 use super::handoff::Handoff;
 use super::metrics::{Decision, Endpoint, Failure, Metrics};
 use super::reload::PolicyStore;
@@ -51,6 +52,9 @@ pub struct Limits {
     pub eval_timeout: Duration,
     /// Evaluations running at once; more wait.
     pub max_evaluations: usize,
+    /// JSON values a review may hold to be judged ([`review::judged_values`]); more is
+    /// refused before judging (413), since judging takes memory per value.
+    pub max_values: usize,
 }
 
 /// What the admission handlers share.
@@ -61,6 +65,7 @@ pub struct Context {
     /// Tag → digest pinning, before evaluation (when params.yaml turns it on).
     pub images: Arc<Pinner>,
     eval_timeout: Duration,
+    max_values: usize,
     slots: Arc<Semaphore>,
     /// Reviews between body received and answer, this one included.
     in_flight: AtomicUsize,
@@ -80,6 +85,7 @@ impl Context {
             metrics,
             images,
             eval_timeout: limits.eval_timeout,
+            max_values: limits.max_values,
             slots: Arc::new(Semaphore::new(limits.max_evaluations.max(1))),
             in_flight: AtomicUsize::new(0),
             handoff: Arc::default(),
@@ -113,11 +119,32 @@ impl Drop for Counted<'_> {
     }
 }
 
+/// What a JSON value of a review counts in the memory budget, in the budget's bytes. The
+/// budget's bytes stand for about 12 times as much memory while judged (server.rs), and a
+/// value takes 0.75 KiB while judged (a 3.3 MB review of 131,000 values: +90–100 MiB;
+/// RELIABILITY.md 7.5): 64 bytes each. A review dense in values then takes the budget's share
+/// of what judging it holds (131,000 values: all of it, judged alone), where its bytes alone
+/// let two such be judged at once (over 230 MiB).
+pub const BUDGET_BYTES_PER_VALUE: usize = 64;
+
 /// Label for requests whose kind is not a training kind (or not known yet).
 const OTHER_KIND: &str = "other";
 
-/// Answers one review body at `endpoint`.
+/// Answers one review body at `endpoint`, for callers that hold no memory budget (fuzzing).
 pub async fn admit(ctx: &Context, endpoint: Endpoint, body: &[u8]) -> Answer {
+    let unbounded = Budget::new(usize::MAX, Duration::ZERO);
+    admit_within(ctx, endpoint, body, &mut unbounded.reserve()).await
+}
+
+/// Answers one review body at `endpoint`; `budget` holds the body's share of the memory
+/// budget, and is grown to the share of what judging it holds when the review is dense in
+/// values ([`BUDGET_BYTES_PER_VALUE`]).
+pub async fn admit_within(
+    ctx: &Context,
+    endpoint: Endpoint,
+    body: &[u8],
+    budget: &mut Reservation,
+) -> Answer {
     let started = Instant::now();
     // One span per request; fields are declared once here and filled as they become known.
     let span = tracing::info_span!(
@@ -133,7 +160,7 @@ pub async fn admit(ctx: &Context, endpoint: Endpoint, body: &[u8]) -> Answer {
     );
     let _in_flight = ctx.metrics.in_flight();
     let _counted = Counted::enter(&ctx.in_flight);
-    let (answer, kind, decision) = handle(ctx, endpoint, body).instrument(span).await;
+    let (answer, kind, decision) = handle(ctx, endpoint, body, budget).instrument(span).await;
     ctx.metrics
         .request(endpoint, kind, decision, started.elapsed().as_secs_f64());
     answer
@@ -143,6 +170,7 @@ async fn handle(
     ctx: &Context,
     endpoint: Endpoint,
     body: &[u8],
+    budget: &mut Reservation,
 ) -> (Answer, &'static str, Decision) {
     let review = match review::parse(body) {
         Ok(r) => r,
@@ -151,6 +179,26 @@ async fn handle(
     let span = tracing::Span::current();
     span.record("uid", review.uid.as_str());
     let review::Review { value, uid } = review;
+    // Counting one past the limit is enough to know it is over.
+    let values = review::judged_values(&value, ctx.max_values.saturating_add(1));
+    if values > ctx.max_values {
+        drop(value);
+        let message = too_many_values(ctx.max_values);
+        warn!(error = %message, decision = "invalid", "review refused before it was judged");
+        let verdict = Verdict::refuse(413, "RequestEntityTooLarge", message);
+        return (reply(&verdict, &uid), OTHER_KIND, Decision::Invalid);
+    }
+    if budget
+        .cover(values.saturating_mul(BUDGET_BYTES_PER_VALUE))
+        .await
+        .is_err()
+    {
+        drop(value);
+        let message = budget.budget().no_room(&format!("{values} JSON values"));
+        warn!(error = %message, decision = "failed", "review refused before it was judged");
+        let verdict = Verdict::refuse(429, "TooManyRequests", message);
+        return (reply(&verdict, &uid), OTHER_KIND, Decision::Failed);
+    }
     let input = match Input::from_review(value) {
         Ok(input) => input,
         Err(message) => {
@@ -398,6 +446,13 @@ fn decide_for(
             }
         }
     }
+}
+
+/// Why a review over [`Limits::max_values`] is not judged, and what to change.
+fn too_many_values(max: usize) -> String {
+    format!(
+        "the AdmissionReview holds more than {max} JSON values (metadata.managedFields not counted), gangplank's limit, so it is not judged and is refused; judging holds 1-2 KiB per value, and more could take the webhook past its memory limit. Split the job's long lists (env, volumes) into a ConfigMap, or raise the gangplank webhook's --max-review-values flag (GANGPLANK_MAX_REVIEW_VALUES) together with its Pod's memory limit"
+    )
 }
 
 fn evaluation_failed(e: EvalError) -> (Failure, String) {

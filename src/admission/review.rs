@@ -69,6 +69,41 @@ pub fn parse(body: &[u8]) -> Result<Review, BadReview> {
     Ok(Review { value, uid })
 }
 
+/// JSON values of a review that judging builds on, counted up to `cap` (counting stops
+/// there): every value but those under an object's `metadata.managedFields`, which is dropped
+/// before judging. Judging holds about 1–2 KiB per such value (RELIABILITY.md 7.5), far more
+/// than the bytes that wrote it, so this, not the body's size, is what bounds its memory.
+pub fn judged_values(review: &Value, cap: usize) -> usize {
+    let mut counted = 0;
+    count_values(review, false, cap, &mut counted);
+    counted
+}
+
+/// Counts `value` and what it holds into `counted`, up to `cap`; `in_metadata`: `value` is
+/// a `metadata` object.
+fn count_values(value: &Value, in_metadata: bool, cap: usize, counted: &mut usize) {
+    if *counted >= cap {
+        return;
+    }
+    *counted += 1;
+    match value {
+        Value::Array(items) => {
+            for item in items {
+                count_values(item, false, cap, counted);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                if in_metadata && key == "managedFields" {
+                    continue;
+                }
+                count_values(item, key == "metadata", cap, counted);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// `metav1.Status` of a refusal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
@@ -237,5 +272,19 @@ mod tests {
         assert!(out["response"].get("patch").is_none());
         assert!(out["response"].get("patchType").is_none());
         assert!(out["response"].get("status").is_none());
+    }
+
+    #[test]
+    fn judged_values_leave_out_managed_fields_and_stop_at_the_cap() {
+        let review = json!({"request": {"object": {
+            "metadata": {"name": "a", "managedFields": [{"f:spec": {}}, {}, {}]},
+            "spec": {"env": [{"name": "A"}, {"name": "B"}]},
+        }}});
+        // review, request, object, metadata, name, spec, env, 2 × (entry, name)
+        assert_eq!(judged_values(&review, usize::MAX), 11);
+        assert_eq!(judged_values(&review, 5), 5);
+        // Only metadata's managedFields is left out.
+        let elsewhere = json!({"spec": {"managedFields": [1, 2, 3]}});
+        assert_eq!(judged_values(&elsewhere, usize::MAX), 6);
     }
 }

@@ -100,6 +100,12 @@ pub const DEFAULT_REVIEW_BYTES_IN_FLIGHT: usize = 8 * 1024 * 1024;
 /// Longest a review waits for room in [`DEFAULT_REVIEW_BYTES_IN_FLIGHT`]; then it is refused
 /// (429), well before the webhook's 5 s timeout.
 pub const DEFAULT_REVIEW_BUDGET_WAIT: Duration = Duration::from_secs(2);
+/// JSON values a review may hold to be judged (`--max-review-values`). Judging holds 1–2 KiB
+/// per value (RELIABILITY.md 7.5: a 15.5 MiB review of 216,000 env entries, 650,000 values,
+/// took the server to 460 MiB; an UPDATE of two such halves to 516 MiB), so the body limit
+/// alone did not bound it. 131,072 judges the largest review of the tests, a 1.4 MB job of
+/// 20,000 env entries as kubectl applies it, also as an UPDATE (~120,000 values; 184 MiB).
+pub const DEFAULT_MAX_REVIEW_VALUES: usize = 128 * 1024;
 /// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -279,7 +285,7 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     let read = body::read_limited(req.into_body(), limit, declared, &mut budget, deadline);
     let (unkept, refusal) = match read.await {
         Ok(bytes) => {
-            return judge(s, endpoint, &bytes).await;
+            return judge(s, endpoint, &bytes, &mut budget).await;
         }
         Err(BodyError::Unreadable(e)) => {
             debug!(error = %e, "request body unreadable");
@@ -311,8 +317,13 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
 }
 
 /// Judges a body read whole, and answers.
-async fn judge(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
-    let answer = handler::admit(&s.admission, endpoint, body).await;
+async fn judge(
+    s: &Shared,
+    endpoint: Endpoint,
+    body: &[u8],
+    budget: &mut super::budget::Reservation,
+) -> Response {
+    let answer = handler::admit_within(&s.admission, endpoint, body, budget).await;
     let status =
         StatusCode::from_u16(answer.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let content_type = if answer.json {
@@ -321,26 +332,6 @@ async fn judge(s: &Shared, endpoint: Endpoint, body: &[u8]) -> Response {
         "text/plain; charset=utf-8"
     };
     (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
-}
-
-/// `bytes` as people read it: `8 MiB`, `64 KiB`, `1000 bytes`.
-fn size_text(bytes: usize) -> String {
-    const KIB: usize = 1024;
-    const MIB: usize = 1024 * KIB;
-    match bytes {
-        0 => "0 bytes".to_string(),
-        b if b % MIB == 0 => format!("{} MiB", b / MIB),
-        b if b % KIB == 0 => format!("{} KiB", b / KIB),
-        b => format!("{b} bytes"),
-    }
-}
-
-/// `2 s`, `500 ms`.
-fn wait_text(wait: Duration) -> String {
-    match wait.subsec_millis() {
-        0 => format!("{} s", wait.as_secs()),
-        _ => format!("{} ms", wait.as_millis()),
-    }
 }
 
 /// Why a review that was not kept is refused: its AdmissionReview status.
@@ -398,13 +389,9 @@ fn busy(s: &Shared, body: &Oversized) -> Refusal {
     Refusal {
         code: 429,
         reason: "TooManyRequests",
-        message: format!(
-            "gangplank is judging other large reviews ({} at once at most) and this one ({}{} bytes) found no room within {}, so it is refused; retry",
-            size_text(s.budget.bytes()),
-            at_least(body),
-            body.bytes,
-            wait_text(s.budget.wait())
-        ),
+        message: s
+            .budget
+            .no_room(&format!("{}{} bytes", at_least(body), body.bytes)),
         what: "no room among the reviews in flight",
     }
 }
@@ -778,14 +765,4 @@ pub enum ServeError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_and_waits_read_as_written_in_flags() {
-        assert_eq!(size_text(8 * 1024 * 1024), "8 MiB");
-        assert_eq!(size_text(64 * 1024), "64 KiB");
-        assert_eq!(size_text(1000), "1000 bytes");
-        assert_eq!(wait_text(Duration::from_secs(2)), "2 s");
-        assert_eq!(wait_text(Duration::from_millis(250)), "250 ms");
-        assert_eq!(wait_text(Duration::ZERO), "0 s");
-    }
 }

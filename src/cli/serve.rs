@@ -13,7 +13,8 @@ use crate::admission::certs::{self, Bundle};
 use crate::admission::client_auth::ClientCa;
 use crate::admission::handler::Limits;
 use crate::admission::server::{
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_REVIEW_BYTES_IN_FLIGHT,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REVIEW_VALUES,
+    DEFAULT_REVIEW_BYTES_IN_FLIGHT,
 };
 use crate::admission::{error_chain, CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
 use crate::cluster::ClusterHandle;
@@ -64,6 +65,11 @@ pub struct ServeArgs {
     /// managedFields, and oldObject on UPDATE).
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, env = "GANGPLANK_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
+    /// JSON values a review may hold to be judged (metadata.managedFields not counted); more
+    /// is refused with a message. Judging holds 1-2 KiB per value: raise it with the Pod's
+    /// memory limit.
+    #[arg(long, default_value_t = DEFAULT_MAX_REVIEW_VALUES, env = "GANGPLANK_MAX_REVIEW_VALUES")]
+    pub max_review_values: usize,
     /// Bytes of reviews judged at once, counted in KiB; a larger review is judged alone. Judging
     /// takes 12–16 times a review's size in memory, so the default (8 MiB) holds ~100 MiB at
     /// most; raise it with the Pod's memory limit (RELIABILITY.md, "Large reviews").
@@ -163,6 +169,7 @@ impl ServeArgs {
             eval_timeout,
             max_evaluations,
             max_body_bytes,
+            max_review_values,
             review_bytes_in_flight,
             review_budget_wait,
             reload_interval,
@@ -240,6 +247,7 @@ impl ServeArgs {
             limits: Limits {
                 eval_timeout,
                 max_evaluations,
+                max_values: max_review_values,
             },
             max_body_bytes,
             reload_interval,

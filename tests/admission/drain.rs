@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
 
-use crate::support::{create, example, tls_client, wait_until, Options, TestServer};
+use crate::support::{create, example, not_sent, tls_client, wait_until, Options, TestServer};
 
 /// Longest the test waits for anything; a deadline, never a measure of the server.
 const GUARD: Duration = Duration::from_secs(30);
@@ -153,9 +153,8 @@ async fn once_draining_an_http2_connection_gets_goaway_and_closes_while_the_list
 }
 
 /// One client that sends reviews one after another, on kept-alive connections, until the
-/// server is gone: `Ok(answered)` or the first failure that was not a connection failing
-/// before its request was sent (refused, or reset in the handshake as the listener closed
-/// with it queued: clients retry both).
+/// server is gone: `Ok(answered)` or the first failure of a request the server had begun to
+/// process ([`not_sent`] failures end the loop: the listener is closed, or closing).
 async fn keep_sending(client: reqwest::Client, url: String, name: &str) -> Result<usize, String> {
     let mut answered = 0;
     for i in 0.. {
@@ -170,7 +169,7 @@ async fn keep_sending(client: reqwest::Client, url: String, name: &str) -> Resul
             .await;
         let response = match sent {
             Ok(response) => response,
-            Err(e) if e.is_connect() => return Ok(answered),
+            Err(e) if not_sent(&e) => return Ok(answered),
             Err(e) => return Err(format!("{uid}: sent and not answered: {e:?}")),
         };
         let status = response.status();

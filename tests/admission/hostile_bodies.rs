@@ -17,7 +17,7 @@ use http_body_util::StreamBody;
 use hyper::body::Frame;
 use serde_json::{json, Value};
 
-use crate::support::{create, example, repo, Spawned};
+use crate::support::{create, example, not_sent, repo, Spawned};
 
 /// Each review's size, about: under the 16 MiB body limit, as the reviewer's attack.
 const REVIEW_BYTES: usize = 15 * 1024 * 1024;
@@ -86,10 +86,30 @@ async fn post(
     uid: String,
     (before, after): (Bytes, Bytes),
 ) -> Result<bool, String> {
+    // A stream refused before the server's SETTINGS reached the client is sent again, as
+    // Go's HTTP/2 client does: the server did not process it.
+    for _ in 0..10 {
+        match send(&client, &url, transport, &uid, (&before, &after)).await {
+            Err(e) if not_sent(&e) => continue,
+            sent => return answer(sent, transport, &uid).await,
+        }
+    }
+    Err(format!("{uid} ({transport:?}): not sent in 10 tries"))
+}
+
+/// Sends the review once.
+async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    transport: Transport,
+    uid: &str,
+    (before, after): (&Bytes, &Bytes),
+) -> reqwest::Result<reqwest::Response> {
+    let (before, after) = (before.clone(), after.clone());
     let length = before.len() + uid.len() + after.len();
     // Three frames and no size: a Content-Length only where the test sets one.
     let pieces: Vec<Result<Frame<Bytes>, std::io::Error>> =
-        [before, Bytes::from(uid.clone()), after]
+        [before, Bytes::from(uid.to_string()), after]
             .into_iter()
             .map(|piece| Ok(Frame::data(piece)))
             .collect();
@@ -101,10 +121,17 @@ async fn post(
     if let Transport::Http1Length = transport {
         request = request.header("content-length", length.to_string());
     }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| format!("{uid} ({transport:?}): no answer: {e:?}"))?;
+    request.send().await
+}
+
+/// Ok(judged) when `sent` is answered with an AdmissionReview of `uid`, judged or refused
+/// before it was judged (429, 408), else what was wrong.
+async fn answer(
+    sent: reqwest::Result<reqwest::Response>,
+    transport: Transport,
+    uid: &str,
+) -> Result<bool, String> {
+    let response = sent.map_err(|e| format!("{uid} ({transport:?}): no answer: {e:?}"))?;
     let (status, version) = (response.status(), response.version());
     let body = response
         .bytes()
@@ -115,7 +142,7 @@ async fn post(
         format!("{uid} ({transport:?}, {version:?}): {status}, not a review: {text}")
     })?;
     let response = &review["response"];
-    if status != 200 || response["uid"] != uid.as_str() {
+    if status != 200 || response["uid"] != uid {
         return Err(format!("{uid}: {status}, uid {}", response["uid"]));
     }
     match (&response["allowed"], &response["status"]["code"]) {

@@ -28,6 +28,7 @@ fn shared() -> Arc<Shared> {
         limits: Limits {
             eval_timeout: Duration::from_secs(10),
             max_evaluations: 1,
+            max_values: gangplank::admission::server::DEFAULT_MAX_REVIEW_VALUES,
         },
         max_body_bytes: gangplank::admission::server::DEFAULT_MAX_BODY_BYTES,
         reload_interval: Duration::from_secs(1),

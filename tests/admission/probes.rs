@@ -44,6 +44,7 @@ async fn readyz_is_not_ready_until_tls_serves() {
         limits: Limits {
             eval_timeout: Duration::from_secs(2),
             max_evaluations: 1,
+            max_values: gangplank::admission::server::DEFAULT_MAX_REVIEW_VALUES,
         },
         max_body_bytes: 1024,
         reload_interval: Duration::from_secs(1),

@@ -132,6 +132,7 @@ impl TestServer {
             limits: Limits {
                 eval_timeout: opts.eval_timeout,
                 max_evaluations: opts.max_evaluations,
+                max_values: gangplank::admission::server::DEFAULT_MAX_REVIEW_VALUES,
             },
             max_body_bytes: opts.max_body_bytes,
             reload_interval: Duration::from_millis(100),
@@ -535,4 +536,14 @@ pub fn tls_client(server: &TestServer, alpn: &[u8]) -> tokio_rustls::TlsConnecto
             .with_no_client_auth();
     config.alpn_protocols = vec![alpn.to_vec()];
     tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// Whether a request failed before the server processed any of it, so that a client retries
+/// it: the connection failed (refused, or reset in the handshake), the HTTP/2 stream was
+/// refused (`REFUSED_STREAM`: over the server's stream limit, sent before its SETTINGS
+/// arrived; Go's HTTP/2 client, the apiserver's, retries these), or the client's connection
+/// task was gone before it took the request.
+pub fn not_sent(e: &reqwest::Error) -> bool {
+    let debug = format!("{e:?}");
+    e.is_connect() || debug.contains("REFUSED_STREAM") || debug.contains("DispatchGone")
 }
