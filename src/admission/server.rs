@@ -106,6 +106,13 @@ pub const DEFAULT_REVIEW_BUDGET_WAIT: Duration = Duration::from_secs(2);
 /// alone did not bound it. 131,072 judges the largest review of the tests, a 1.4 MB job of
 /// 20,000 env entries as kubectl applies it, also as an UPDATE (~120,000 values; 184 MiB).
 pub const DEFAULT_MAX_REVIEW_VALUES: usize = 128 * 1024;
+/// JSON values a body may hold to be parsed, per value judged (`--max-review-values`):
+/// parsing holds ~200 bytes per value whatever its size on the wire (a 15 MiB body of
+/// `{},{},…`, 5 million values: 989 MiB), so a body is counted as it arrives
+/// ([`super::tokens`]) and refused unparsed past this. 4 times: what is parsed but not judged
+/// (metadata.managedFields, about as many values as the object for a long list) and the
+/// counting's overcount of empty containers. 524,288 values parse in ~100 MiB.
+pub const PARSED_VALUES_PER_JUDGED_VALUE: u64 = 4;
 /// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -189,6 +196,8 @@ pub struct Shared {
     phases: Arc<Phases>,
     /// Admission routes and `/metrics` require a verified client certificate.
     client_auth: bool,
+    /// JSON values a body may hold to be parsed ([`PARSED_VALUES_PER_JUDGED_VALUE`]).
+    max_parsed_values: u64,
     /// `/metrics` is served on this other listener instead.
     metrics_addr: Option<SocketAddr>,
 }
@@ -214,6 +223,9 @@ impl Shared {
             serving: AtomicBool::new(false),
             phases: Arc::default(),
             client_auth: config.client_ca.is_some(),
+            max_parsed_values: u64::try_from(config.limits.max_values)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(PARSED_VALUES_PER_JUDGED_VALUE),
             metrics_addr: config.metrics_addr,
         })
     }
@@ -282,7 +294,14 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     // holds, are freed by then.
     let mut budget = s.budget.reserve();
     let deadline = tokio::time::Instant::now() + BODY_READ_TIMEOUT;
-    let read = body::read_limited(req.into_body(), limit, declared, &mut budget, deadline);
+    let read = body::read_limited(
+        req.into_body(),
+        limit,
+        declared,
+        &mut budget,
+        deadline,
+        s.max_parsed_values,
+    );
     let (unkept, refusal) = match read.await {
         Ok(bytes) => {
             return judge(s, endpoint, &bytes, &mut budget).await;
@@ -304,6 +323,10 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
         }
         Err(BodyError::Slow(unkept)) => {
             let refusal = slow(&unkept);
+            (unkept, refusal)
+        }
+        Err(BodyError::TooManyValues(unkept)) => {
+            let refusal = too_many_values(s.max_parsed_values);
             (unkept, refusal)
         }
     };
@@ -409,6 +432,18 @@ fn too_large(limit: usize, body: &Oversized) -> Refusal {
             body.bytes
         ),
         what: "over the body limit",
+    }
+}
+
+/// A review of more JSON values than are parsed ([`PARSED_VALUES_PER_JUDGED_VALUE`]).
+fn too_many_values(max: u64) -> Refusal {
+    Refusal {
+        code: 413,
+        reason: "RequestEntityTooLarge",
+        message: format!(
+            "the AdmissionReview holds more than {max} JSON values (managedFields included), so it is not parsed and is refused; the limit is {PARSED_VALUES_PER_JUDGED_VALUE} times the gangplank webhook's --max-review-values flag (GANGPLANK_MAX_REVIEW_VALUES), to raise together with its Pod's memory limit"
+        ),
+        what: "too many JSON values to parse",
     }
 }
 
@@ -760,9 +795,4 @@ pub enum ServeError {
     Tls(#[source] super::tls::TlsError),
     #[error("metrics listener")]
     Metrics(#[source] super::scrape::BindError),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 }
