@@ -91,11 +91,26 @@ use super::tls::{ServingCert, TlsStatus};
 /// (last-applied-configuration and managedFields). Memory per review is measured in
 /// RELIABILITY.md ("Large reviews").
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-/// Bytes of reviews judged at once (read, not yet answered), as KiB permits. Judging a
-/// review takes about 12 times its size while it runs (a 4.4 MB review without its
-/// managedFields: +53 MiB; RELIABILITY.md "Large reviews"), so 8 MiB of reviews in flight is
-/// ~100 MiB at most. Reviews of the usual size (1–50 KiB) never wait on it: hundreds fit at
-/// once. A review larger than the budget takes all of it and is judged alone.
+/// Bytes of reviews held at once, from the first byte kept until the answer, as KiB permits
+/// ([`super::budget`]). Judging a review takes about 12 times its size while it runs (a
+/// 4.4 MB review without its managedFields: +53 MiB; RELIABILITY.md "Large reviews"), so
+/// 8 MiB of reviews in flight is ~100 MiB at most; a review dense in JSON values takes more
+/// of it (handler.rs `BUDGET_BYTES_PER_VALUE`). Reviews of the usual size (1–50 KiB) fit by
+/// the hundred. A review larger than the budget takes all of it and is judged alone.
+///
+/// Sized with deploy/'s 256 Mi memory limit, the parts at their worst:
+/// - the server, idle 37 MiB with the shipped policies, ~55 MiB under steady load, +10 MiB
+///   while a policy reload compiles the next set beside the serving one;
+/// - connections: 82 MiB if each of [`DEFAULT_MAX_CONNECTIONS`] holds a full HTTP/2 window
+///   of data not read yet (10 MiB idle);
+/// - reviews: this budget's ~100 MiB, or one review alone: a body of up to
+///   [`DEFAULT_MAX_BODY_BYTES`] holding at most 524,288 values to be parsed
+///   ([`PARSED_VALUES_PER_JUDGED_VALUE`], ~100 MiB) and 131,072 to be judged
+///   ([`DEFAULT_MAX_REVIEW_VALUES`]: 124–140 MiB of RSS measured, idle included).
+///
+/// 55 + 10 + 82 + 100 = 247 MiB. Measured (RELIABILITY.md 7.5): 96 clients posting 15 MiB
+/// reviews at once peak at 121–140 MiB. Raise this, `--max-body-bytes` or
+/// `--max-review-values` only with the memory limit.
 pub const DEFAULT_REVIEW_BYTES_IN_FLIGHT: usize = 8 * 1024 * 1024;
 /// Longest a review waits for room in [`DEFAULT_REVIEW_BYTES_IN_FLIGHT`]; then it is refused
 /// (429), well before the webhook's 5 s timeout.
