@@ -21,6 +21,7 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use super::budget::Reservation;
+use super::tokens::Tokens;
 use super::uid::UidScanner;
 
 /// The most of an oversized body that is read (and discarded) to answer it cleanly; beyond
@@ -47,6 +48,8 @@ pub enum BodyError {
     NoRoom(Oversized),
     /// Not received by its deadline: what was read was searched for its uid.
     Slow(Oversized),
+    /// More JSON values than `max_values` ([`Tokens`]): read (not kept) for its uid.
+    TooManyValues(Oversized),
     /// The transport failed mid-body.
     Unreadable(String),
 }
@@ -70,9 +73,11 @@ enum Unkept {
     OverLimit,
     NoRoom,
     Slow,
+    TooManyValues,
 }
 
-/// The body if it has at most `limit` bytes and `budget` finds room for it. `declared` is its
+/// The body if it has at most `limit` bytes and `max_values` JSON values (counted as it
+/// arrives: [`Tokens`]), and `budget` finds room for it. `declared` is its
 /// Content-Length, if given: a body declared larger than [`DRAIN_MAX`] is refused after its
 /// first [`EARLY_REFUSAL_READ`] bytes.
 ///
@@ -95,6 +100,7 @@ pub async fn read_limited(
     declared: Option<u64>,
     budget: &mut Reservation,
     deadline: Instant,
+    max_values: u64,
 ) -> Result<Bytes, BodyError> {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     let refuse_early = declared.is_some_and(|n| n > DRAIN_MAX);
@@ -106,6 +112,7 @@ pub async fn read_limited(
     let mut seen: u64 = 0;
     // Set when the body is not kept: from then on bytes are searched, not kept.
     let mut unkept: Option<(Unkept, UidScanner)> = None;
+    let mut tokens = Tokens::default();
     let mut deadline = deadline;
     // A body not kept is read to its end for a clean answer, with time of its own for that.
     let drain_by = |deadline: Instant| deadline.max(Instant::now() + DRAIN_TIMEOUT);
@@ -142,6 +149,7 @@ pub async fn read_limited(
             Unkept::OverLimit => BodyError::TooLarge(body),
             Unkept::NoRoom => BodyError::NoRoom(body),
             Unkept::Slow => BodyError::Slow(body),
+            Unkept::TooManyValues => BodyError::TooManyValues(body),
         }
     };
     loop {
@@ -156,8 +164,11 @@ pub async fn read_limited(
         };
         seen = seen.saturating_add(u64::try_from(data.len()).unwrap_or(u64::MAX));
         if unkept.is_none() {
+            tokens.feed(&data);
             let why = if seen > limit_bytes {
                 Some(Unkept::OverLimit)
+            } else if tokens.values_at_most() > max_values {
+                Some(Unkept::TooManyValues)
             } else {
                 let want = usize::try_from(seen).unwrap_or(usize::MAX);
                 budget.cover(want).await.err().map(|_| Unkept::NoRoom)
@@ -210,7 +221,7 @@ mod tests {
     fn read(body: Body, limit: usize, declared: Option<u64>) -> Result<Bytes, BodyError> {
         run(async {
             let mut reservation = Budget::new(64 << 20, Duration::ZERO).reserve();
-            read_limited(body, limit, declared, &mut reservation, far()).await
+            read_limited(body, limit, declared, &mut reservation, far(), u64::MAX).await
         })
     }
 
@@ -296,6 +307,7 @@ mod tests {
                     declared,
                     &mut reservation,
                     far(),
+                    u64::MAX,
                 )
                 .await;
                 assert_eq!(
@@ -319,7 +331,7 @@ mod tests {
         let held = run(async {
             let budget = Budget::new(64 * 1024, Duration::ZERO);
             let mut reservation = budget.reserve();
-            let got = read_limited(body, 1 << 20, None, &mut reservation, far()).await;
+            let got = read_limited(body, 1 << 20, None, &mut reservation, far(), u64::MAX).await;
             assert_eq!(got.map(|b| b.len() as u64).ok(), Some(length));
             reservation.held_kib()
         });
@@ -340,6 +352,7 @@ mod tests {
                 None,
                 &mut reservation,
                 deadline,
+                u64::MAX,
             )
             .await
         });
@@ -348,5 +361,30 @@ mod tests {
         };
         assert_eq!((o.read, o.whole), (25, false));
         assert_eq!(o.uid.as_deref(), Some("slow"));
+    }
+
+    #[test]
+    fn a_body_of_more_values_than_allowed_is_not_kept_and_refused_with_its_uid() {
+        let text = format!(
+            r#"{{"request":{{"uid":"tiny","object":[{}]}}}}"#,
+            ["{}"; 1000].join(",")
+        );
+        let got = run(async {
+            let mut reservation = Budget::new(64 << 20, Duration::ZERO).reserve();
+            read_limited(
+                Body::from(text.clone()),
+                1 << 20,
+                None,
+                &mut reservation,
+                far(),
+                500,
+            )
+            .await
+        });
+        let Err(BodyError::TooManyValues(o)) = got else {
+            panic!("refused for its values: {got:?}");
+        };
+        assert_eq!(o.uid.as_deref(), Some("tiny"));
+        assert_eq!(o.bytes, u64::try_from(text.len()).unwrap());
     }
 }

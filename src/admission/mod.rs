@@ -4,6 +4,7 @@
 //! - [`handler`]: `/mutate` and `/validate`: decode, evaluate (bounded), encode.
 //! - [`review`]: AdmissionReview v1 in and out.
 //! - [`body`], [`budget`]: bodies read within the size limit and the memory budget.
+//! - [`tokens`]: JSON values counted as a body arrives, to refuse a dense one unparsed.
 //! - [`uid`]: `request.uid` of a review that is not parsed whole (over the body limit).
 //! - [`verdict`]: a decision as `/validate` answers it, warnings within Kubernetes' limits.
 //! - [`reload`]: the serving policy set and its hot reload.
@@ -30,6 +31,7 @@ pub mod review;
 pub mod scrape;
 pub mod server;
 pub mod tls;
+pub mod tokens;
 pub mod uid;
 pub mod verdict;
 

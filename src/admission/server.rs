@@ -91,11 +91,26 @@ use super::tls::{ServingCert, TlsStatus};
 /// (last-applied-configuration and managedFields). Memory per review is measured in
 /// RELIABILITY.md ("Large reviews").
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-/// Bytes of reviews judged at once (read, not yet answered), as KiB permits. Judging a
-/// review takes about 12 times its size while it runs (a 4.4 MB review without its
-/// managedFields: +53 MiB; RELIABILITY.md "Large reviews"), so 8 MiB of reviews in flight is
-/// ~100 MiB at most. Reviews of the usual size (1–50 KiB) never wait on it: hundreds fit at
-/// once. A review larger than the budget takes all of it and is judged alone.
+/// Bytes of reviews held at once, from the first byte kept until the answer, as KiB permits
+/// ([`super::budget`]). Judging a review takes about 12 times its size while it runs (a
+/// 4.4 MB review without its managedFields: +53 MiB; RELIABILITY.md "Large reviews"), so
+/// 8 MiB of reviews in flight is ~100 MiB at most; a review dense in JSON values takes more
+/// of it (handler.rs `BUDGET_BYTES_PER_VALUE`). Reviews of the usual size (1–50 KiB) fit by
+/// the hundred. A review larger than the budget takes all of it and is judged alone.
+///
+/// Sized with deploy/'s 256 Mi memory limit, the parts at their worst:
+/// - the server, idle 37 MiB with the shipped policies, ~55 MiB under steady load, +10 MiB
+///   while a policy reload compiles the next set beside the serving one;
+/// - connections: 82 MiB if each of [`DEFAULT_MAX_CONNECTIONS`] holds a full HTTP/2 window
+///   of data not read yet (10 MiB idle);
+/// - reviews: this budget's ~100 MiB, or one review alone: a body of up to
+///   [`DEFAULT_MAX_BODY_BYTES`] holding at most 524,288 values to be parsed
+///   ([`PARSED_VALUES_PER_JUDGED_VALUE`], ~100 MiB) and 131,072 to be judged
+///   ([`DEFAULT_MAX_REVIEW_VALUES`]: 124–140 MiB of RSS measured, idle included).
+///
+/// 55 + 10 + 82 + 100 = 247 MiB. Measured (RELIABILITY.md 7.5): 96 clients posting 15 MiB
+/// reviews at once peak at 121–140 MiB. Raise this, `--max-body-bytes` or
+/// `--max-review-values` only with the memory limit.
 pub const DEFAULT_REVIEW_BYTES_IN_FLIGHT: usize = 8 * 1024 * 1024;
 /// Longest a review waits for room in [`DEFAULT_REVIEW_BYTES_IN_FLIGHT`]; then it is refused
 /// (429), well before the webhook's 5 s timeout.
@@ -106,6 +121,13 @@ pub const DEFAULT_REVIEW_BUDGET_WAIT: Duration = Duration::from_secs(2);
 /// alone did not bound it. 131,072 judges the largest review of the tests, a 1.4 MB job of
 /// 20,000 env entries as kubectl applies it, also as an UPDATE (~120,000 values; 184 MiB).
 pub const DEFAULT_MAX_REVIEW_VALUES: usize = 128 * 1024;
+/// JSON values a body may hold to be parsed, per value judged (`--max-review-values`):
+/// parsing holds ~200 bytes per value whatever its size on the wire (a 15 MiB body of
+/// `{},{},…`, 5 million values: 989 MiB), so a body is counted as it arrives
+/// ([`super::tokens`]) and refused unparsed past this. 4 times: what is parsed but not judged
+/// (metadata.managedFields, about as many values as the object for a long list) and the
+/// counting's overcount of empty containers. 524,288 values parse in ~100 MiB.
+pub const PARSED_VALUES_PER_JUDGED_VALUE: u64 = 4;
 /// Webhook calls time out at 5 s (timeoutSeconds); a body slower than that is useless.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -189,6 +211,8 @@ pub struct Shared {
     phases: Arc<Phases>,
     /// Admission routes and `/metrics` require a verified client certificate.
     client_auth: bool,
+    /// JSON values a body may hold to be parsed ([`PARSED_VALUES_PER_JUDGED_VALUE`]).
+    max_parsed_values: u64,
     /// `/metrics` is served on this other listener instead.
     metrics_addr: Option<SocketAddr>,
 }
@@ -214,6 +238,9 @@ impl Shared {
             serving: AtomicBool::new(false),
             phases: Arc::default(),
             client_auth: config.client_ca.is_some(),
+            max_parsed_values: u64::try_from(config.limits.max_values)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(PARSED_VALUES_PER_JUDGED_VALUE),
             metrics_addr: config.metrics_addr,
         })
     }
@@ -282,7 +309,14 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     // holds, are freed by then.
     let mut budget = s.budget.reserve();
     let deadline = tokio::time::Instant::now() + BODY_READ_TIMEOUT;
-    let read = body::read_limited(req.into_body(), limit, declared, &mut budget, deadline);
+    let read = body::read_limited(
+        req.into_body(),
+        limit,
+        declared,
+        &mut budget,
+        deadline,
+        s.max_parsed_values,
+    );
     let (unkept, refusal) = match read.await {
         Ok(bytes) => {
             return judge(s, endpoint, &bytes, &mut budget).await;
@@ -304,6 +338,10 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
         }
         Err(BodyError::Slow(unkept)) => {
             let refusal = slow(&unkept);
+            (unkept, refusal)
+        }
+        Err(BodyError::TooManyValues(unkept)) => {
+            let refusal = too_many_values(s.max_parsed_values);
             (unkept, refusal)
         }
     };
@@ -409,6 +447,18 @@ fn too_large(limit: usize, body: &Oversized) -> Refusal {
             body.bytes
         ),
         what: "over the body limit",
+    }
+}
+
+/// A review of more JSON values than are parsed ([`PARSED_VALUES_PER_JUDGED_VALUE`]).
+fn too_many_values(max: u64) -> Refusal {
+    Refusal {
+        code: 413,
+        reason: "RequestEntityTooLarge",
+        message: format!(
+            "the AdmissionReview holds more than {max} JSON values (managedFields included), so it is not parsed and is refused; the limit is {PARSED_VALUES_PER_JUDGED_VALUE} times the gangplank webhook's --max-review-values flag (GANGPLANK_MAX_REVIEW_VALUES), to raise together with its Pod's memory limit"
+        ),
+        what: "too many JSON values to parse",
     }
 }
 
@@ -760,9 +810,4 @@ pub enum ServeError {
     Tls(#[source] super::tls::TlsError),
     #[error("metrics listener")]
     Metrics(#[source] super::scrape::BindError),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 }
