@@ -28,6 +28,7 @@ fn fixture() -> &'static Fixture {
             Limits {
                 eval_timeout: Duration::from_secs(10),
                 max_evaluations: 1,
+                max_values: gangplank::admission::server::DEFAULT_MAX_REVIEW_VALUES,
             },
         );
         let rt = tokio::runtime::Builder::new_current_thread()
