@@ -37,11 +37,7 @@ async fn a_valid_job_is_stored_with_gangplanks_defaults() {
     jobs::create(&client, &ns, &jobs::pytorch_job("bert", 1), false)
         .await
         .expect("created");
-    let stored = jobs::pytorch_api(&client, &ns)
-        .get("bert")
-        .await
-        .expect("stored");
-    let stored = serde_json::to_value(stored).expect("JSON");
+    let stored = jobs::stored_pytorch_job(&client, &ns, "bert").await;
     assert_gang_defaults(&stored, 3);
     let run_policy = &stored["spec"]["runPolicy"];
     assert_eq!(run_policy["cleanPodPolicy"], "Running", "{stored}");

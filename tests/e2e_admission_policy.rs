@@ -388,11 +388,7 @@ async fn the_controllers_annotation_patch_succeeds_while_the_webhook_is_down() {
     annotate(controller, "1")
         .await
         .expect("the controller's bookkeeping skips the webhooks that are down");
-    let stored = jobs::pytorch_api(&admin, &ns)
-        .get("llm")
-        .await
-        .expect("job");
-    let stored = serde_json::to_value(stored).expect("JSON");
+    let stored = jobs::stored_pytorch_job(&admin, &ns, "llm").await;
     assert_eq!(
         stored["metadata"]["annotations"]["gangplank.dev/restarts"],
         "1"

@@ -90,11 +90,7 @@ async fn a_controller_bound_in_one_namespace_runs_its_jobs_and_never_touches_ano
         .await
         .expect("PodGroups");
     assert!(listed.items.is_empty(), "{:?}", listed.items);
-    let untouched = jobs::pytorch_api(&client, &other)
-        .get("bert")
-        .await
-        .expect("job");
-    let untouched = serde_json::to_value(untouched).expect("JSON");
+    let untouched = jobs::stored_pytorch_job(&client, &other, "bert").await;
     assert!(
         untouched.get("status").is_none_or(|s| s.is_null()),
         "{untouched:#}"

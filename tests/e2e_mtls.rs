@@ -121,11 +121,7 @@ async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused
     jobs::create(&client, &trusted, &jobs::pytorch_job("bert", 1), false)
         .await
         .expect("judged and stored");
-    let stored = jobs::pytorch_api(&client, &trusted)
-        .get("bert")
-        .await
-        .expect("stored");
-    let stored = serde_json::to_value(stored).expect("JSON");
+    let stored = jobs::stored_pytorch_job(&client, &trusted, "bert").await;
     assert_eq!(
         stored["spec"]["runPolicy"]["backoffLimit"], 3,
         "mutated by gangplank: {stored}"

@@ -34,6 +34,15 @@ pub fn pytorch_api(client: &kube::Client, namespace: &str) -> Api<DynamicObject>
     )
 }
 
+/// The PyTorchJob `name` as stored in `namespace`, as JSON.
+pub async fn stored_pytorch_job(client: &kube::Client, namespace: &str, name: &str) -> Value {
+    let stored = pytorch_api(client, namespace)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("PyTorchJob {namespace}/{name}: {e}"));
+    serde_json::to_value(stored).expect("a stored job is JSON")
+}
+
 /// Creates `object` in `namespace` (`dry_run`: `?dryRun=All`); the object the apiserver
 /// returns, or its refusal.
 pub async fn create(
