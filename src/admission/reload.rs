@@ -166,11 +166,13 @@ impl PolicyStore {
         match loaded {
             Ok(set) => {
                 let n = set.policies().len();
-                self.current.store(Some(Arc::new(set)));
+                // Bookkeeping first, then the swap: whoever is judged by the new set also
+                // sees its generation and reload count (readyz waits on the lock held here).
                 state.generation += 1;
                 state.loaded_at = Some(SystemTime::now());
                 state.refused = None;
                 metrics.policy_reload(true, Some(n));
+                self.current.store(Some(Arc::new(set)));
                 info!(dir = %self.dir.display(), policies = n, generation = state.generation,
                     compile_ms = started.elapsed().as_millis() as u64, "policies reloaded");
                 Some(true)
