@@ -195,11 +195,14 @@ fn cluster_inventory(c: &mut Criterion) {
         "watch: index 12000 claims and 12000 NetworkPolicies (first list)",
         |b| {
             b.iter(|| {
-                Incremental::default().update(&Cached {
-                    claims: Some(&claims),
-                    network_policies: Some(&netpols),
-                    namespaces: None,
-                })
+                Incremental::default().update(
+                    &Cached {
+                        claims: Some(&claims),
+                        network_policies: Some(&netpols),
+                        namespaces: None,
+                    },
+                    usize::MAX,
+                )
             })
         },
     );
@@ -214,11 +217,14 @@ fn cluster_inventory(c: &mut Criterion) {
                 let mut one = (*changed[7]).clone();
                 one.metadata.resource_version = Some(format!("v{version}"));
                 changed[7] = Arc::new(one);
-                incremental.update(&Cached {
-                    claims: Some(&changed),
-                    network_policies: Some(&netpols),
-                    namespaces: None,
-                })
+                incremental.update(
+                    &Cached {
+                        claims: Some(&changed),
+                        network_policies: Some(&netpols),
+                        namespaces: None,
+                    },
+                    usize::MAX,
+                )
             })
         },
     );

@@ -67,10 +67,21 @@ classes := cluster.node_classes
 
 stale_note := lib.inventory_stale_note
 
-# What the cluster must have known for any verdict: an inventory with nodes in it.
+# What the cluster must have known for any verdict: an inventory with nodes in it, all of
+# them (past its memory bound, `serve` leaves nodes out and says so in `incomplete`).
 inventory_known if {
 	is_object(cluster)
 	cluster.node_count > 0
+	object.get(cluster, "incomplete", "") == ""
+}
+
+# Capacity unknown: the inventory leaves nodes out, so nothing is refused for capacity; a
+# gang is admitted with a warning saying why it was not checked.
+warning contains {"path": "", "msg": msg} if {
+	is_object(cluster)
+	object.get(cluster, "incomplete", "") != ""
+	count(input.job.replicas) > 0
+	msg := sprintf("capacity unknown, not checked: %s", [cluster.incomplete])
 }
 
 # Per pod of replica r: resource -> amount, plus the pod itself. MIG resources that no node

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use gangplank::cluster::{snapshot, ClusterHandle, Inventory};
-use gangplank::policy::PolicySet;
+use gangplank::policy::{Action, PolicySet};
 use gangplank::review::{review, Input};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{json, Value};
@@ -211,6 +211,48 @@ fn a_published_inventory_reaches_the_compiled_set_and_staleness_is_said() {
     assert!(
         capacity_messages(&set, &job).is_empty(),
         "8 nodes hold the 8 pods"
+    );
+}
+
+#[test]
+fn an_inventory_past_its_memory_bound_refuses_nothing_and_warns_capacity_unknown() {
+    let handle = ClusterHandle::default();
+    let set = PolicySet::load(&repo().join("policies"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_cluster(handle.clone());
+    let job = gang_of(7);
+    let mut partial = inventory(gpu_nodes("gpu", 6, "H100", "8"));
+    partial.incomplete = Some(
+        "the inventory reached its memory bound (96 MiB, --inventory-max-mib) and leaves 94000 of 100000 nodes out: capacity is unknown".into(),
+    );
+    handle.publish(&partial);
+    let verdict = review(&set, &job).unwrap_or_else(|e| panic!("{e}"));
+    let capacity: Vec<(Action, &str)> = verdict
+        .violations
+        .iter()
+        .filter(|v| v.policy == "capacity")
+        .map(|v| (v.action, v.msg.as_str()))
+        .collect();
+    assert_eq!(capacity.len(), 1, "{capacity:?}");
+    assert_eq!(
+        capacity[0].0,
+        Action::Warn,
+        "6 known nodes cannot hold 8 pods, but the rest are unknown"
+    );
+    assert!(
+        capacity[0]
+            .1
+            .starts_with("capacity unknown, not checked: the inventory reached its memory bound")
+            && capacity[0].1.contains("leaves 94000 of 100000 nodes out"),
+        "{}",
+        capacity[0].1
+    );
+
+    handle.publish(&inventory(gpu_nodes("gpu", 6, "H100", "8")));
+    assert_eq!(
+        capacity_messages(&set, &job).len(),
+        1,
+        "complete again: refused"
     );
 }
 
@@ -424,11 +466,14 @@ fn the_incremental_index_follows_the_watch_caches() {
     let claims_seen = |handle: &ClusterHandle| cluster_seen_by(handle, &input)["claims"].clone();
     let mut incremental = Incremental::default();
     let mut update = |claims: Option<&[Arc<DynamicObject>]>| {
-        handle.publish_objects(incremental.update(&Cached {
-            claims,
-            network_policies: None,
-            namespaces: None,
-        }));
+        handle.publish_objects(incremental.update(
+            &Cached {
+                claims,
+                network_policies: None,
+                namespaces: None,
+            },
+            usize::MAX,
+        ));
     };
     let first = [
         claim("team-a", "data", "1", "ReadWriteOnce"),
@@ -461,11 +506,14 @@ fn the_incremental_index_follows_the_watch_caches() {
         "kind": "Namespace", "metadata": {"name": "team-a", "resourceVersion": "1",
         "labels": {"tier": "gpu"}}}))
     .unwrap_or_else(|e| panic!("{e}"));
-    handle.publish_objects(incremental.update(&Cached {
-        claims: None,
-        network_policies: None,
-        namespaces: Some(&[Arc::new(namespace)]),
-    }));
+    handle.publish_objects(incremental.update(
+        &Cached {
+            claims: None,
+            network_policies: None,
+            namespaces: Some(&[Arc::new(namespace)]),
+        },
+        usize::MAX,
+    ));
     assert_eq!(
         cluster_seen_by(&handle, &input)["namespace"]["labels"],
         json!({"tier": "gpu"})

@@ -143,7 +143,14 @@ pub struct Metrics {
     in_flight: Gauge,
     image_lookups: Family<OutcomeLabels, Counter>,
     inventory_problems: Gauge,
+    inventory_cache: Family<CacheLabels, Gauge>,
+    inventory_bytes: Family<CacheLabels, Gauge>,
     handoffs: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    cache: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -227,6 +234,18 @@ impl Metrics {
             "Objects of the latest cluster inventory (Nodes, claims, NetworkPolicies, Namespaces...) that could not be read and are left out of it",
             inventory_problems.clone(),
         );
+        let inventory_cache = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cluster_inventory_cache_entries",
+            "What the cluster inventory holds, by cache: nodes, node_classes, nodes_left_out (past --inventory-max-mib), claims, network_policies, namespaces",
+            inventory_cache.clone(),
+        );
+        let inventory_bytes = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cluster_inventory_cache_bytes",
+            "Estimated bytes the cluster inventory holds, by cache (nodes, objects); bounded together by --inventory-max-mib",
+            inventory_bytes.clone(),
+        );
         let handoffs = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "validate_handoffs",
@@ -267,6 +286,8 @@ impl Metrics {
             policies_loaded,
             in_flight,
             inventory_problems,
+            inventory_cache,
+            inventory_bytes,
             handoffs,
         }
     }
@@ -320,6 +341,36 @@ impl Metrics {
     /// Sets how many objects the latest cluster inventory left out as unreadable.
     pub fn set_inventory_problems(&self, n: usize) {
         self.inventory_problems
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// What the Node index holds.
+    pub fn set_inventory_nodes(&self, sizes: &crate::cluster::nodes::IndexSizes) {
+        self.set_cache("nodes", sizes.nodes);
+        self.set_cache("node_classes", sizes.classes);
+        self.set_cache("nodes_left_out", sizes.left_out);
+        self.set_cache_bytes("nodes", sizes.bytes);
+    }
+
+    /// What the namespaced caches hold.
+    pub fn set_inventory_objects(&self, sizes: &crate::cluster::objects::ObjectSizes) {
+        self.set_cache("claims", sizes.claims);
+        self.set_cache("network_policies", sizes.network_policies);
+        self.set_cache("namespaces", sizes.namespaces);
+        self.set_cache_bytes("objects", sizes.bytes);
+    }
+
+    fn set_cache(&self, cache: &'static str, n: usize) {
+        let labels = CacheLabels { cache };
+        self.inventory_cache
+            .get_or_create(&labels)
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    fn set_cache_bytes(&self, cache: &'static str, n: usize) {
+        let labels = CacheLabels { cache };
+        self.inventory_bytes
+            .get_or_create(&labels)
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 

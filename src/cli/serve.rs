@@ -119,6 +119,13 @@ pub struct ServeArgs {
     /// (`data.cluster`). Admission never waits on it.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "GANGPLANK_CLUSTER_INVENTORY")]
     pub cluster_inventory: bool,
+    /// What the cluster inventory may hold, in MiB (estimated: Node classes and names,
+    /// claims, NetworkPolicies, Namespaces). Past it new Nodes are left out, and a kind of
+    /// objects that does not fit is unknown: the policies then say capacity is unknown and
+    /// admit, rather than the webhook run out of memory. deploy/README.md "Sizing" gives
+    /// what clusters of each size need.
+    #[arg(long, default_value_t = crate::cluster::watch::DEFAULT_MAX_MIB, env = "GANGPLANK_INVENTORY_MAX_MIB")]
+    pub inventory_max_mib: usize,
 }
 
 /// Evaluations at once: `--max-evaluations`, or one per CPU when it is 0.
@@ -182,6 +189,7 @@ impl ServeArgs {
             controller,
             controller_options,
             cluster_inventory,
+            inventory_max_mib,
         } = self;
         if eval_timeout >= WEBHOOK_TIMEOUT {
             warn!(eval_timeout_ms = eval_timeout.as_millis() as u64,
@@ -190,7 +198,10 @@ impl ServeArgs {
         let metrics = Arc::new(Metrics::new());
         let cluster = ClusterHandle::default();
         if cluster_inventory {
-            start_inventory(cluster.clone(), metrics.clone()).await;
+            let limits = crate::cluster::watch::Limits {
+                max_bytes: inventory_max_mib.saturating_mul(1 << 20),
+            };
+            start_inventory(cluster.clone(), metrics.clone(), limits).await;
         }
         let store = match PolicyStore::load_with_cluster(&policies, cluster) {
             Ok(store) => store,
@@ -319,11 +330,15 @@ async fn image_pinner(credentials: Option<&std::path::Path>) -> Result<Pinner, S
 /// Starts watching the cluster's inventory (Nodes, storage and network objects, queues)
 /// into `cluster`, if an API configuration exists; without one (a laptop, CI) the policies
 /// just see no `data.cluster`.
-async fn start_inventory(cluster: ClusterHandle, metrics: Arc<Metrics>) {
+async fn start_inventory(
+    cluster: ClusterHandle,
+    metrics: Arc<Metrics>,
+    limits: crate::cluster::watch::Limits,
+) {
     let Some(client) = api_client("no cluster inventory").await else {
         return;
     };
-    tokio::spawn(crate::cluster::watch::run(client, cluster, metrics));
+    tokio::spawn(crate::cluster::watch::run(client, cluster, metrics, limits));
     info!("watching Nodes, claims, StorageClasses, NetworkPolicies, Namespaces and queues for data.cluster");
 }
 

@@ -86,10 +86,10 @@ impl ClusterHandle {
         });
     }
 
-    /// Publishes `inventory`'s summary (Nodes, queues, StorageClasses), keeping the
-    /// namespaced objects the watch published last ([`ClusterHandle::publish_objects`]).
-    pub fn publish_nodes(&self, inventory: &Inventory) {
-        let json = Arc::new(inventory.summary());
+    /// Publishes a summary (Nodes, queues, StorageClasses: [`Inventory::summary`]), keeping
+    /// the namespaced objects the watch published last ([`ClusterHandle::publish_objects`]).
+    pub fn publish_summary(&self, summary: Value) {
+        let json = Arc::new(summary);
         self.swap(|current| ClusterDoc {
             json,
             projections: Arc::default(),

@@ -24,8 +24,10 @@ const CONDITION_TAINT_PREFIX: &str = "node.kubernetes.io/";
 /// The taint of a cordoned node (`spec.unschedulable`), kept: kube-scheduler's
 /// NodeUnschedulable plugin places a pod that tolerates it there.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
-/// Labels that name one node rather than a class of nodes.
-const PER_NODE_LABELS: &[&str] = &["kubernetes.io/hostname"];
+/// Labels that name one node rather than a class of nodes: its hostname, and the time GPU
+/// Feature Discovery last labelled it (a value per node that changes on every relabel:
+/// kept, it would make every GPU node a class of its own and every relabel a new view).
+pub const PER_NODE_LABELS: &[&str] = &["kubernetes.io/hostname", "nvidia.com/gfd.timestamp"];
 /// The NVIDIA GPU Operator's label for the device plugin's MIG strategy.
 pub const MIG_STRATEGY_LABEL: &str = "nvidia.com/mig.strategy";
 
@@ -57,6 +59,9 @@ pub struct Inventory {
     pub source: String,
     /// Why the view may be out of date (the watch is failing), if it may.
     pub stale: Option<String>,
+    /// Why the view leaves nodes out (the inventory reached its memory bound), if it does:
+    /// capacity is then unknown, and the capacity policy warns instead of refusing.
+    pub incomplete: Option<String>,
 }
 
 impl Inventory {
@@ -64,23 +69,38 @@ impl Inventory {
     pub fn summary(&self) -> Value {
         let mut problems = self.notes.clone();
         let mut classes: BTreeMap<String, Class> = BTreeMap::new();
-        let mut unschedulable = 0;
         for node in &self.nodes {
             let class = Class::of(node, &mut problems);
-            unschedulable += usize::from(class.cordoned);
             let key = class.key();
             let name = node.metadata.name.clone().unwrap_or_default();
             classes.entry(key).or_insert(class).names.push(name);
         }
-        let classes: Vec<&Class> = classes.values().collect();
+        self.summary_of(classes.values(), problems)
+    }
+
+    /// The summary of nodes already grouped into `classes` (the watch keeps them so,
+    /// [`NodeIndex`](super::nodes::NodeIndex)); `self.nodes` is not read.
+    pub(super) fn summary_of<'a>(
+        &self,
+        classes: impl Iterator<Item = &'a Class>,
+        problems: Vec<String>,
+    ) -> Value {
+        let classes: Vec<&Class> = classes.collect();
+        let node_count: usize = classes.iter().map(|c| c.names.len()).sum();
+        let unschedulable: usize = classes
+            .iter()
+            .filter(|c| c.cordoned)
+            .map(|c| c.names.len())
+            .sum();
         json!({
             "source": self.source,
             "stale": self.stale.clone().unwrap_or_default(),
-            "node_count": self.nodes.len(),
+            "incomplete": self.incomplete.clone().unwrap_or_default(),
+            "node_count": node_count,
             "unschedulable_nodes": unschedulable,
             "node_classes": classes.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
             "resources": resource_totals(&classes),
-            "mig_strategies": mig_strategies(&self.nodes),
+            "mig_strategies": mig_strategies(&classes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
             "kueue": self.kueue(),
             "native_gang_api": self.native_gang_api,
@@ -187,24 +207,24 @@ fn cluster_queue(q: &Value) -> Value {
 /// Nodes that a pod sees alike: same labels (less per-node ones), same taints, and the same
 /// allocatable amount of every resource, so a class's allocatable is exact for each node in
 /// it (a pod fits one node of a class exactly when it fits all of them).
-#[derive(Debug, Clone)]
-struct Class {
-    labels: BTreeMap<String, String>,
-    taints: Vec<Value>,
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Class {
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) taints: Vec<Value>,
     /// Allocatable per node: cpu in millicores, extended resources (`vendor/name`) in whole
     /// units, every other resource (memory, pods, ephemeral-storage, hugepages-*) in units
     /// (bytes), as kube-scheduler's NodeInfo counts them.
-    allocatable: BTreeMap<String, i64>,
+    pub(super) allocatable: BTreeMap<String, i64>,
     /// Cordoned (`spec.unschedulable`): the class carries the taint
     /// `node.kubernetes.io/unschedulable:NoSchedule`, which kube-scheduler's NodeUnschedulable
     /// plugin lets a pod tolerate, and is left out of the resource totals.
-    cordoned: bool,
-    names: Vec<String>,
+    pub(super) cordoned: bool,
+    pub(super) names: Vec<String>,
 }
 
 impl Class {
     /// The class of `node`, with the malformed quantities it has reported in `problems`.
-    fn of(node: &Node, problems: &mut Vec<String>) -> Class {
+    pub(super) fn of(node: &Node, problems: &mut Vec<String>) -> Class {
         let spec = node.spec.clone().unwrap_or_default();
         let cordoned = spec.unschedulable == Some(true);
         let name = node.metadata.name.clone().unwrap_or_default();
@@ -272,7 +292,7 @@ impl Class {
         }
     }
 
-    fn key(&self) -> String {
+    pub(super) fn key(&self) -> String {
         json!([self.labels, self.taints, self.allocatable]).to_string()
     }
 
@@ -309,11 +329,11 @@ fn whole(q: &Quantity) -> Option<i64> {
 }
 
 /// The MIG strategies schedulable nodes report (label `nvidia.com/mig.strategy`), sorted.
-fn mig_strategies(nodes: &[Node]) -> Vec<String> {
-    let strategies: std::collections::BTreeSet<String> = nodes
+fn mig_strategies(classes: &[&Class]) -> Vec<String> {
+    let strategies: std::collections::BTreeSet<String> = classes
         .iter()
-        .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
-        .filter_map(|n| n.metadata.labels.as_ref()?.get(MIG_STRATEGY_LABEL).cloned())
+        .filter(|c| !c.cordoned && !c.names.is_empty())
+        .filter_map(|c| c.labels.get(MIG_STRATEGY_LABEL).cloned())
         .collect();
     strategies.into_iter().collect()
 }

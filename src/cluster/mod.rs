@@ -9,9 +9,11 @@
 pub mod discovery;
 pub mod handle;
 pub mod inventory;
+pub mod nodes;
 pub mod objects;
 pub mod selector;
 pub mod snapshot;
+pub mod strip;
 pub mod view;
 pub mod watch;
 

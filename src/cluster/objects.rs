@@ -36,6 +36,18 @@ pub struct Objects {
     namespaces: Option<HashMap<String, RegoValue>>,
     /// Objects that could not be read, left out.
     problems: Vec<String>,
+    /// What the watch caches behind this index hold (zero for a snapshot).
+    sizes: ObjectSizes,
+}
+
+/// What the namespaced watch caches hold, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectSizes {
+    pub claims: usize,
+    pub network_policies: usize,
+    pub namespaces: usize,
+    /// Estimated bytes of the kinds kept (a kind past the bound is not counted).
+    pub bytes: usize,
 }
 
 /// A NetworkPolicy: its pod selector, parsed for the index, and `{name, spec}` for policies.
@@ -121,7 +133,13 @@ impl Objects {
             network_policies,
             namespaces,
             problems,
+            sizes: ObjectSizes::default(),
         }
+    }
+
+    /// What the watch caches behind this index hold.
+    pub fn sizes(&self) -> ObjectSizes {
+        self.sizes
     }
 
     /// What could not be read (and is left out).
@@ -377,14 +395,31 @@ pub struct Cached<'a> {
 }
 
 impl Incremental {
-    /// The objects of `cached`, re-indexing what changed since the last call.
-    pub fn update(&mut self, cached: &Cached<'_>) -> Objects {
-        let claims = cached.claims.map(|objects| {
+    /// The objects of `cached`, re-indexing what changed since the last call. Kinds are kept
+    /// in the order Namespaces, claims, NetworkPolicies while their estimated bytes stay
+    /// within `max_bytes`; a kind past it is unknown (its policies stay silent) and said.
+    pub fn update(&mut self, cached: &Cached<'_>, max_bytes: usize) -> Objects {
+        let mut budget = Budget {
+            max_bytes,
+            sizes: ObjectSizes::default(),
+            problems: Vec::new(),
+        };
+        let namespaces_kept = budget.keep(cached.namespaces, "Namespaces", |s| &mut s.namespaces);
+        let claims_kept = budget.keep(cached.claims, "PersistentVolumeClaims", |s| &mut s.claims);
+        let policies_kept = budget.keep(cached.network_policies, "NetworkPolicies", |s| {
+            &mut s.network_policies
+        });
+        let Budget {
+            sizes,
+            mut problems,
+            ..
+        } = budget;
+        let claims = claims_kept.map(|objects| {
             refresh(&mut self.claims, objects, |items, problems| {
                 claims(items, problems).into_values().next()
             })
         });
-        let network_policies = cached.network_policies.map(|objects| {
+        let network_policies = policies_kept.map(|objects| {
             refresh(&mut self.network_policies, objects, |items, problems| {
                 network_policies(items, problems)
                     .into_values()
@@ -392,20 +427,19 @@ impl Incremental {
                     .map(|list| Arc::new(NamespacePolicies::new(list)))
             })
         });
-        let namespaces = cached.namespaces.map(|objects| {
+        let namespaces = namespaces_kept.map(|objects| {
             let all = refresh(&mut self.namespaces, objects, |items, problems| {
                 Some(namespaces(items, problems))
             });
             all.into_values().next().unwrap_or_default()
         });
-        let mut problems: Vec<String> = Vec::new();
-        if cached.claims.is_some() {
+        if claims_kept.is_some() {
             problems.extend(problems_of(&self.claims));
         }
-        if cached.network_policies.is_some() {
+        if policies_kept.is_some() {
             problems.extend(problems_of(&self.network_policies));
         }
-        if cached.namespaces.is_some() {
+        if namespaces_kept.is_some() {
             problems.extend(problems_of(&self.namespaces));
         }
         Objects {
@@ -413,8 +447,72 @@ impl Incremental {
             network_policies,
             namespaces,
             problems,
+            sizes,
         }
     }
+}
+
+/// The kinds kept so far within the inventory's memory bound.
+struct Budget {
+    max_bytes: usize,
+    sizes: ObjectSizes,
+    problems: Vec<String>,
+}
+
+impl Budget {
+    /// `objects` if they fit in what is left (counted in `sizes`), else `None`, said.
+    fn keep<'a>(
+        &mut self,
+        objects: Option<&'a [Arc<DynamicObject>]>,
+        what: &str,
+        count: impl Fn(&mut ObjectSizes) -> &mut usize,
+    ) -> Option<&'a [Arc<DynamicObject>]> {
+        let objects = objects?;
+        *count(&mut self.sizes) = objects.len();
+        let bytes: usize = objects.iter().map(|o| estimated_bytes(o)).sum();
+        if self.sizes.bytes.saturating_add(bytes) > self.max_bytes {
+            self.problems.push(format!(
+                "{} {what}: past the inventory's memory bound ({} MiB, --inventory-max-mib), so they are unknown to the policies",
+                objects.len(),
+                self.max_bytes >> 20
+            ));
+            return None;
+        }
+        self.sizes.bytes += bytes;
+        Some(objects)
+    }
+}
+
+/// Estimated bytes a (stripped) cached object holds: its names and the strings and nodes of
+/// its data, plus the cache's overhead per object.
+fn estimated_bytes(o: &DynamicObject) -> usize {
+    fn value_bytes(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len() + 32,
+            Value::Array(a) => a.iter().map(value_bytes).sum::<usize>() + 32,
+            Value::Object(m) => {
+                m.iter()
+                    .map(|(k, v)| k.len() + 48 + value_bytes(v))
+                    .sum::<usize>()
+                    + 32
+            }
+            _ => 32,
+        }
+    }
+    let meta = &o.metadata;
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let labels: usize = meta
+        .labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len() + 96)
+        .sum();
+    text(&meta.name)
+        + text(&meta.namespace)
+        + text(&meta.resource_version)
+        + labels
+        + value_bytes(&o.data)
+        + 400
 }
 
 /// What could not be read of the objects behind `state`'s indexes.

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -22,7 +21,9 @@ use serde_json::Value;
 use super::discovery::native_gang_api;
 use super::handle::ClusterHandle;
 use super::inventory::Inventory;
+use super::nodes::{NodeFacts, NodeIndex};
 use super::objects::{Cached, Incremental};
+use super::strip::strip;
 use crate::admission::metrics::Metrics;
 
 /// How often pending changes are summarised and published: well inside the 2 s within
@@ -69,8 +70,10 @@ fn custom(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 /// What changed since the last publish, and which watches are failing (by what they watch).
 #[derive(Default)]
 struct Pending {
-    /// Something the summary reads changed (Nodes, queues, StorageClasses).
+    /// Something the summary reads changed (queues, StorageClasses, staleness).
     changed: bool,
+    /// The Node index changed what it holds.
+    nodes_changed: bool,
     /// Claims, NetworkPolicies or Namespaces changed.
     objects_changed: bool,
     errors: BTreeMap<&'static str, String>,
@@ -81,7 +84,9 @@ struct Pending {
 impl Pending {
     /// Marks what the watch of `what` feeds as changed.
     fn mark(&mut self, what: &str) {
-        if NAMESPACED.contains(&what) {
+        if what == "Nodes" {
+            self.nodes_changed = true;
+        } else if NAMESPACED.contains(&what) {
             self.objects_changed = true;
         } else {
             self.changed = true;
@@ -91,17 +96,38 @@ impl Pending {
 
 type Shared = Arc<Mutex<Pending>>;
 type Slot = Arc<Mutex<Option<Store<DynamicObject>>>>;
+type Nodes = Arc<Mutex<NodeIndex>>;
+
+/// The default bound of what the inventory holds ([`Limits::max_bytes`]): about 15 times what
+/// 100,000 GPU nodes in a few dozen pools take, and well inside deploy/'s memory limit.
+pub const DEFAULT_MAX_MIB: usize = 96;
+
+/// Bounds of the inventory.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// What the Node index and the namespaced caches may hold together, estimated; past it
+    /// new Nodes are left out and a namespaced kind becomes unknown, said in the view.
+    pub max_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_bytes: DEFAULT_MAX_MIB << 20,
+        }
+    }
+}
 
 /// Watches until the process ends, publishing into `handle`.
-pub async fn run(client: kube::Client, handle: ClusterHandle, metrics: Arc<Metrics>) {
+pub async fn run(
+    client: kube::Client,
+    handle: ClusterHandle,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+) {
     let pending: Shared = Arc::default();
-    let (nodes, node_writer) = reflector::store::<Node>();
-    let node_stream = reflector::reflector(
-        node_writer,
-        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
-    )
-    .default_backoff();
-    tokio::spawn(drive(node_stream, pending.clone(), "Nodes"));
+    let nodes: Nodes = Arc::new(Mutex::new(NodeIndex::new(limits.max_bytes)));
+    tokio::spawn(watch_nodes(client.clone(), nodes.clone(), pending.clone()));
     tokio::spawn(discover(client.clone(), pending.clone()));
     let [cluster_queues, local_queues] = kueue_resources();
     let [claims, classes, network_policies, namespaces] = storage_and_network_resources();
@@ -132,33 +158,38 @@ pub async fn run(client: kube::Client, handle: ClusterHandle, metrics: Arc<Metri
     let mut published = None;
     loop {
         tick.tick().await;
-        let (summary_changed, objects_changed, stale, native_gang_api) = {
-            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-            let summary = std::mem::take(&mut p.changed);
+        let (nodes_changed, summary_changed, objects_changed, stale, native_gang_api) = {
+            let mut p = lock(&pending);
+            let nodes = std::mem::take(&mut p.nodes_changed);
+            let summary = std::mem::take(&mut p.changed) || nodes;
             let objects = std::mem::take(&mut p.objects_changed);
-            (summary, objects, stale_reason(&p), p.native_gang_api)
+            (nodes, summary, objects, stale_reason(&p), p.native_gang_api)
         };
         if objects_changed {
             let [claims, policies, namespaces] = object_slots.each_ref().map(cached_objects);
-            handle.publish_objects(incremental.update(&Cached {
+            let node_bytes = lock(&nodes).sizes().bytes;
+            let cached = Cached {
                 claims: claims.as_deref(),
                 network_policies: policies.as_deref(),
                 namespaces: namespaces.as_deref(),
-            }));
+            };
+            let objects = incremental.update(&cached, limits.max_bytes.saturating_sub(node_bytes));
+            metrics.set_inventory_objects(&objects.sizes());
+            handle.publish_objects(objects);
         }
         if summary_changed {
-            let node_list = nodes.state();
             let lists = summary_slots.each_ref().map(read_slot);
-            // Most Node updates are status heartbeats, images or conditions: nothing the
-            // summary reads. Summarising costs tens of ms on a big cluster; hashing what it
-            // reads is cheap, so unchanged views are not rebuilt.
-            let fingerprint = fingerprint(&node_list, &lists, stale.as_deref(), native_gang_api);
-            if published != Some(fingerprint) {
+            // Node events that change nothing the summary reads never get here (the index
+            // says so); the queues are few, and hashed: their status updates often change
+            // nothing the summary reads either.
+            let fingerprint = fingerprint(&lists, stale.as_deref(), native_gang_api);
+            if nodes_changed || published != Some(fingerprint) {
                 published = Some(fingerprint);
                 let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes] =
                     lists;
+                let index = lock(&nodes);
+                let (classes, problems) = index.classes();
                 let inventory = Inventory {
-                    nodes: node_list.iter().map(|n| (**n).clone()).collect(),
                     volcano_queues,
                     kueue_cluster_queues,
                     kueue_local_queues,
@@ -166,9 +197,12 @@ pub async fn run(client: kube::Client, handle: ClusterHandle, metrics: Arc<Metri
                     native_gang_api,
                     source: "cluster".into(),
                     stale,
+                    incomplete: index.incomplete(),
                     ..Inventory::default()
                 };
-                handle.publish_nodes(&inventory);
+                metrics.set_inventory_nodes(&index.sizes());
+                drop(index);
+                handle.publish_summary(inventory.summary_of(classes.iter(), problems));
             }
         }
         if summary_changed || objects_changed {
@@ -217,31 +251,15 @@ fn report_problems(handle: &ClusterHandle, metrics: &Metrics, said: &mut BTreeSe
     *said = problems;
 }
 
-/// A hash of what [`Inventory::summary`] reads: each Node's name, labels, taints,
-/// schedulability and allocatable (capacity when absent), the queues' JSON, the staleness,
-/// whether the native gang API is served.
+/// A hash of what the summary reads besides the Nodes (the [`NodeIndex`] tracks those): the
+/// queues' and StorageClasses' JSON, the staleness, whether the native gang API is served.
 fn fingerprint(
-    nodes: &[Arc<Node>],
     queues: &[Option<Vec<Value>>],
     stale: Option<&str>,
     native_gang_api: Option<bool>,
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    for node in nodes {
-        node.metadata.name.hash(&mut h);
-        node.metadata.labels.hash(&mut h);
-        let spec = node.spec.as_ref();
-        spec.and_then(|s| s.unschedulable).hash(&mut h);
-        for t in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
-            (&t.key, &t.value, &t.effect).hash(&mut h);
-        }
-        let status = node.status.as_ref();
-        let resources = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
-        for (name, q) in resources.into_iter().flatten() {
-            (name, &q.0).hash(&mut h);
-        }
-    }
     for list in queues {
         list.as_ref()
             .map(|l| serde_json::to_string(l).unwrap_or_default())
@@ -284,29 +302,83 @@ fn read_slot(slot: &Slot) -> Option<Vec<Value>> {
     )
 }
 
-/// Marks a change for every watch event; records (and clears) the watch's error.
-async fn drive<S, K>(stream: S, pending: Shared, what: &'static str)
-where
+/// Feeds every watch event to `apply` (true: the view changed) and keeps the watch's
+/// error: a failing watch, or one relisting after a restart (410 Gone, a dropped
+/// connection), makes the view stale until the relist completes. The first list is not a
+/// relist: there is no view yet to call stale.
+async fn drive<S, K>(
+    stream: S,
+    pending: Shared,
+    what: &'static str,
+    mut apply: impl FnMut(&watcher::Event<K>) -> bool,
+) where
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
 {
     futures::pin_mut!(stream);
+    let mut listed_once = false;
     while let Some(event) = stream.next().await {
-        let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-        p.mark(what);
+        let changed = event.as_ref().map(&mut apply).unwrap_or(false);
+        let mut p = lock(&pending);
+        if changed {
+            p.mark(what);
+        }
+        let since = || humantime(SystemTime::now());
+        // A changed error changes the staleness the summary carries.
+        let errors_before = p.errors.get(what).cloned();
         match event {
+            Ok(watcher::Event::Init) if listed_once => {
+                let relisting = format!(
+                    "relisting since {} (the view is the last complete list)",
+                    since()
+                );
+                p.errors.entry(what).or_insert(relisting);
+            }
+            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
+            Ok(watcher::Event::InitDone) => {
+                listed_once = true;
+                p.errors.remove(what);
+            }
             Ok(_) => {
-                // A cleared error changes the staleness the summary carries.
-                p.changed |= p.errors.remove(what).is_some();
+                p.errors.remove(what);
             }
             Err(e) => {
-                p.changed = true;
-                let since = humantime(SystemTime::now());
                 p.errors
                     .entry(what)
-                    .or_insert(format!("since {since}: {e}"));
+                    .or_insert(format!("since {}: {e}", since()));
             }
         }
+        if p.errors.get(what) != errors_before.as_ref() {
+            p.changed = true;
+        }
     }
+}
+
+/// Watches Nodes as [`NodeFacts`] into `nodes`: only a change of what the summary reads
+/// marks the view changed.
+async fn watch_nodes(client: kube::Client, nodes: Nodes, pending: Shared) {
+    let stream =
+        watcher(Api::<NodeFacts>::all(client), watcher::Config::default()).default_backoff();
+    let apply = |event: &watcher::Event<NodeFacts>| {
+        let mut index = lock(&nodes);
+        match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => index.apply(node),
+            watcher::Event::Delete(node) => node
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| index.delete(n)),
+            watcher::Event::Init => {
+                index.begin_relist();
+                false
+            }
+            watcher::Event::InitDone => index.end_relist(),
+        }
+    };
+    drive(stream, pending.clone(), "Nodes", apply).await;
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Starts the watch of `resource` once it can be listed (its CRD is installed, the webhook
@@ -349,9 +421,11 @@ fn watch_custom(
                 }
             };
             tokio::spawn(ready);
-            let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-                .default_backoff();
-            drive(stream, pending, what).await;
+            let watch = watcher(api, watcher::Config::default())
+                .modify(move |object| strip(&resource.kind, object));
+            let stream = reflector::reflector(writer, watch).default_backoff();
+            // The cache is the view: every event may change it.
+            drive(stream, pending, what, |_| true).await;
         })
     }
 }

@@ -1,0 +1,486 @@
+//! The watch's view of the Nodes, kept as node classes as they change: what a Node costs is
+//! its name and a share of its class, not the object the kubelet sends.
+//!
+//! A GPU node as GPU Feature Discovery, NFD and a cloud provider label it, with the images
+//! and managedFields the API server returns, is about 16 KiB of JSON and ~67 KiB once
+//! deserialised whole. The policies read only its labels, taints, schedulability and
+//! allocatable ([`Class`]): [`NodeFacts`] deserialises only those (serde skips the rest
+//! without allocating), and [`NodeIndex`] keeps, per node, its name and the key of its class;
+//! each class is kept once. A status update that changes none of that (the kubelet's
+//! heartbeat, new images, conditions) finds the node in the class it is already in, and
+//! [`NodeIndex::apply`] says nothing changed: no summary is built, nothing is published.
+//!
+//! Relists (a restarted watch, 410 Gone) are built aside ([`NodeIndex::begin_relist`]) and
+//! swapped in complete, so the last complete view keeps serving meanwhile.
+//!
+//! Past `max_bytes` (an estimate of what the index holds) new nodes are left out and
+//! counted: the inventory stops growing and says so ([`NodeIndex::incomplete`]), and the
+//! capacity policy treats capacity as unknown.
+//!
+//! Entry points: [`NodeFacts`] (what the watch deserialises), [`NodeIndex`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
+
+use super::inventory::Class;
+
+/// What the inventory reads of a Node, deserialised from the API server's JSON with
+/// everything else skipped. A [`kube::Resource`] of its own, so a watcher can list and
+/// watch Nodes as this type.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NodeFacts {
+    #[serde(deserialize_with = "meta_facts")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<SpecFacts>,
+    #[serde(default)]
+    pub status: Option<StatusFacts>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SpecFacts {
+    #[serde(default)]
+    pub unschedulable: Option<bool>,
+    #[serde(default)]
+    pub taints: Option<Vec<Taint>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StatusFacts {
+    #[serde(default)]
+    pub allocatable: Option<BTreeMap<String, Quantity>>,
+    #[serde(default)]
+    pub capacity: Option<BTreeMap<String, Quantity>>,
+}
+
+/// `metadata`: the name, labels and resourceVersion (the watcher resumes from it); the
+/// annotations and managedFields, often most of a Node's bytes, are skipped.
+fn meta_facts<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        name: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
+        resource_version: Option<String>,
+        uid: Option<String>,
+    }
+    let m = Meta::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: m.name,
+        labels: m.labels,
+        resource_version: m.resource_version,
+        uid: m.uid,
+        ..ObjectMeta::default()
+    })
+}
+
+impl kube::Resource for NodeFacts {
+    type DynamicType = ();
+    type Scope = kube::core::ClusterResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Node".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "nodes".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl NodeFacts {
+    /// The facts as a [`Node`], for [`Class::of`] (which snapshots share).
+    fn to_node(&self) -> Node {
+        let spec = self.spec.as_ref().map(|s| NodeSpec {
+            unschedulable: s.unschedulable,
+            taints: s.taints.clone(),
+            ..NodeSpec::default()
+        });
+        let status = self.status.as_ref().map(|s| NodeStatus {
+            allocatable: s.allocatable.clone(),
+            capacity: s.capacity.clone(),
+            ..NodeStatus::default()
+        });
+        Node {
+            metadata: ObjectMeta {
+                name: self.metadata.name.clone(),
+                labels: self.metadata.labels.clone(),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status,
+        }
+    }
+}
+
+/// One node: the key of its class and what could not be read of it.
+#[derive(Debug)]
+struct Member {
+    class: Arc<str>,
+    problems: Vec<String>,
+}
+
+/// A class and the names of its nodes.
+#[derive(Debug)]
+struct Group {
+    class: Class,
+    names: BTreeSet<Arc<str>>,
+    /// Estimated bytes of the class itself (its names are counted per node).
+    bytes: usize,
+}
+
+/// Estimated bytes per node beyond its name: the map entries, the set entry, the Arcs.
+const NODE_OVERHEAD: usize = 160;
+
+/// The Nodes as classes, kept current event by event.
+#[derive(Debug)]
+pub struct NodeIndex {
+    nodes: HashMap<Arc<str>, Member>,
+    groups: HashMap<Arc<str>, Group>,
+    /// A relist being built; swapped in when complete.
+    relist: Option<Box<NodeIndex>>,
+    /// Nodes left out because the index reached `max_bytes`.
+    left_out: HashSet<Arc<str>>,
+    max_bytes: usize,
+    bytes: usize,
+}
+
+impl NodeIndex {
+    /// An empty index that holds at most about `max_bytes`.
+    pub fn new(max_bytes: usize) -> NodeIndex {
+        NodeIndex {
+            nodes: HashMap::new(),
+            groups: HashMap::new(),
+            relist: None,
+            left_out: HashSet::new(),
+            max_bytes,
+            bytes: 0,
+        }
+    }
+
+    /// Adds or updates a node; true when the view changed (its class, its problems, a node
+    /// new or left out). During a relist the node goes into the list being built.
+    pub fn apply(&mut self, node: &NodeFacts) -> bool {
+        if let Some(relist) = self.relist.as_mut() {
+            relist.apply(node);
+            return false;
+        }
+        let Some(name) = node.metadata.name.as_deref() else {
+            return false;
+        };
+        let mut problems = Vec::new();
+        let class = Class::of(&node.to_node(), &mut problems);
+        let key = class.key();
+        if let Some(member) = self.nodes.get(name) {
+            if *member.class == *key && member.problems == problems {
+                return false;
+            }
+        }
+        let name: Arc<str> = Arc::from(name);
+        let cost = self.cost_of(&name, &key, &class);
+        let known = self.nodes.contains_key(&name);
+        if !known && self.bytes.saturating_add(cost) > self.max_bytes {
+            return self.left_out.insert(name);
+        }
+        self.remove(&name);
+        self.insert(name, key, class, problems);
+        true
+    }
+
+    /// Removes a node; true when the view changed.
+    pub fn delete(&mut self, name: &str) -> bool {
+        if let Some(relist) = self.relist.as_mut() {
+            relist.delete(name);
+            return false;
+        }
+        self.left_out.remove(name) | self.remove(name)
+    }
+
+    /// A relist starts: the nodes listed from now on make a new index, swapped in by
+    /// [`NodeIndex::end_relist`]; until then this one keeps serving.
+    pub fn begin_relist(&mut self) {
+        self.relist = Some(Box::new(NodeIndex::new(self.max_bytes)));
+    }
+
+    /// The relist is complete: its view replaces this one. True (the view is new).
+    pub fn end_relist(&mut self) -> bool {
+        match self.relist.take() {
+            Some(fresh) => {
+                *self = *fresh;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a relist is being built (the view served is the last complete one).
+    pub fn relisting(&self) -> bool {
+        self.relist.is_some()
+    }
+
+    /// The classes with their nodes' names, and what could not be read of the nodes.
+    pub(super) fn classes(&self) -> (Vec<Class>, Vec<String>) {
+        let mut keyed: Vec<(&Arc<str>, &Group)> = self.groups.iter().collect();
+        keyed.sort_by(|a, b| a.0.cmp(b.0));
+        let classes = keyed
+            .into_iter()
+            .map(|(_, g)| {
+                let mut class = g.class.clone();
+                class.names = g.names.iter().map(|n| n.to_string()).collect();
+                class
+            })
+            .collect();
+        let mut problems: Vec<String> = self
+            .nodes
+            .values()
+            .flat_map(|m| m.problems.iter().cloned())
+            .collect();
+        problems.sort();
+        (classes, problems)
+    }
+
+    /// Why the view leaves nodes out, if it does.
+    pub fn incomplete(&self) -> Option<String> {
+        (!self.left_out.is_empty()).then(|| {
+            format!(
+                "the inventory reached its memory bound ({} MiB, --inventory-max-mib) and leaves {} of {} nodes out: capacity is unknown",
+                self.max_bytes >> 20,
+                self.left_out.len(),
+                self.left_out.len() + self.nodes.len()
+            )
+        })
+    }
+
+    /// Nodes held, node classes, nodes left out, estimated bytes held.
+    pub fn sizes(&self) -> IndexSizes {
+        IndexSizes {
+            nodes: self.nodes.len(),
+            classes: self.groups.len(),
+            left_out: self.left_out.len(),
+            bytes: self.bytes,
+        }
+    }
+
+    fn cost_of(&self, name: &str, key: &str, class: &Class) -> usize {
+        let node = name.len() * 2 + NODE_OVERHEAD;
+        if self.groups.contains_key(key) {
+            node
+        } else {
+            node + class_bytes(key, class)
+        }
+    }
+
+    fn insert(&mut self, name: Arc<str>, key: String, class: Class, problems: Vec<String>) {
+        let key: Arc<str> = match self.groups.get_key_value(key.as_str()) {
+            Some((k, _)) => k.clone(),
+            None => {
+                let bytes = class_bytes(&key, &class);
+                self.bytes += bytes;
+                let key: Arc<str> = Arc::from(key);
+                let group = Group {
+                    class,
+                    names: BTreeSet::new(),
+                    bytes,
+                };
+                self.groups.insert(key.clone(), group);
+                key
+            }
+        };
+        if let Some(group) = self.groups.get_mut(&key) {
+            group.names.insert(name.clone());
+        }
+        self.bytes +=
+            name.len() * 2 + NODE_OVERHEAD + problems.iter().map(String::len).sum::<usize>();
+        self.nodes.insert(
+            name,
+            Member {
+                class: key,
+                problems,
+            },
+        );
+    }
+
+    /// Takes `name` out of the index (and its class, when it was the last of it).
+    fn remove(&mut self, name: &str) -> bool {
+        let Some((name, member)) = self.nodes.remove_entry(name) else {
+            return false;
+        };
+        let problem_bytes: usize = member.problems.iter().map(String::len).sum();
+        self.bytes = self
+            .bytes
+            .saturating_sub(name.len() * 2 + NODE_OVERHEAD + problem_bytes);
+        if let Some(group) = self.groups.get_mut(&member.class) {
+            group.names.remove(&name);
+            if group.names.is_empty() {
+                self.bytes = self.bytes.saturating_sub(group.bytes);
+                self.groups.remove(&member.class);
+            }
+        }
+        true
+    }
+}
+
+/// Estimated bytes of a class: its key, its labels, taints and allocatable, map overhead.
+fn class_bytes(key: &str, class: &Class) -> usize {
+    let labels: usize = class
+        .labels
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 96)
+        .sum();
+    let allocatable: usize = class.allocatable.keys().map(|k| k.len() + 64).sum();
+    key.len() + labels + allocatable + class.taints.len() * 128 + 256
+}
+
+/// What a [`NodeIndex`] holds, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexSizes {
+    pub nodes: usize,
+    pub classes: usize,
+    pub left_out: usize,
+    pub bytes: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, gpus: &str, extra: serde_json::Value) -> NodeFacts {
+        let mut v = json!({
+            "metadata": {"name": name, "resourceVersion": "1",
+                "labels": {"kubernetes.io/hostname": name, "pool": "p1",
+                    "nvidia.com/gfd.timestamp": "1732780000"},
+                "annotations": {"big": "x".repeat(1000)},
+                "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": gpus},
+                "images": [{"names": ["r/x@sha256:00"], "sizeBytes": 1}],
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        });
+        if let (Some(obj), Some(more)) = (v.as_object_mut(), extra.as_object()) {
+            for (k, val) in more {
+                obj.insert(k.clone(), val.clone());
+            }
+        }
+        serde_json::from_value(v).expect("node facts")
+    }
+
+    fn summary(index: &NodeIndex) -> serde_json::Value {
+        let (classes, problems) = index.classes();
+        super::super::Inventory::default().summary_of(classes.iter(), problems)
+    }
+
+    #[test]
+    fn only_what_the_classes_read_is_kept_and_a_heartbeat_changes_nothing() {
+        let mut index = NodeIndex::new(usize::MAX);
+        assert!(index.apply(&node("a", "8", json!({}))));
+        assert!(index.apply(&node("b", "8", json!({}))));
+        assert_eq!(
+            index.sizes().classes,
+            1,
+            "hostname and GFD timestamp are per node"
+        );
+        // The kubelet's heartbeat: new conditions, images, annotations, GFD relabel.
+        let mut beat = node("a", "8", json!({}));
+        beat.metadata.resource_version = Some("2".into());
+        if let Some(labels) = beat.metadata.labels.as_mut() {
+            labels.insert("nvidia.com/gfd.timestamp".into(), "1732789999".into());
+        }
+        assert!(!index.apply(&beat), "nothing the policies read changed");
+        // A GPU lost is a change: the node moves to a class of its own.
+        assert!(index.apply(&node("a", "7", json!({}))));
+        let s = summary(&index);
+        assert_eq!(s["node_count"], 2);
+        assert_eq!(s["node_classes"].as_array().map(Vec::len), Some(2));
+        assert_eq!(s["resources"]["nvidia.com/gpu"]["total"], 15);
+        assert!(index.delete("a"));
+        assert!(!index.delete("a"));
+        assert_eq!(summary(&index)["node_count"], 1);
+        assert_eq!(index.sizes().classes, 1, "an emptied class is dropped");
+    }
+
+    #[test]
+    fn the_index_gives_the_summary_a_list_of_the_same_nodes_gives() {
+        let nodes = [
+            node("a", "8", json!({})),
+            node("b", "8", json!({"spec": {"unschedulable": true}})),
+            node("c", "x", json!({})),
+        ];
+        let mut index = NodeIndex::new(usize::MAX);
+        for n in &nodes {
+            index.apply(n);
+        }
+        let listed = super::super::Inventory {
+            nodes: nodes.iter().map(NodeFacts::to_node).collect(),
+            ..Default::default()
+        };
+        assert_eq!(summary(&index), listed.summary());
+    }
+
+    #[test]
+    fn a_relist_keeps_the_last_view_until_it_is_complete() {
+        let mut index = NodeIndex::new(usize::MAX);
+        index.apply(&node("a", "8", json!({})));
+        index.apply(&node("b", "8", json!({})));
+        index.begin_relist();
+        assert!(!index.apply(&node("c", "8", json!({}))));
+        assert!(index.relisting());
+        assert_eq!(
+            summary(&index)["node_count"],
+            2,
+            "the last complete view serves"
+        );
+        assert!(index.end_relist());
+        let s = summary(&index);
+        assert_eq!(s["node_count"], 1, "a and b were not listed again: gone");
+        assert_eq!(s["node_classes"][0]["names"], json!(["c"]));
+    }
+
+    #[test]
+    fn past_its_bound_the_index_stops_growing_and_says_so() {
+        let mut probe = NodeIndex::new(usize::MAX);
+        probe.apply(&node("a", "8", json!({})));
+        let one = probe.sizes().bytes;
+        let mut index = NodeIndex::new(one + 10);
+        assert!(index.apply(&node("a", "8", json!({}))));
+        assert!(index.incomplete().is_none());
+        assert!(
+            index.apply(&node("b", "8", json!({}))),
+            "left out is a change"
+        );
+        assert_eq!(index.sizes().nodes, 1);
+        assert_eq!(index.sizes().left_out, 1);
+        let why = index.incomplete().expect("says so");
+        assert!(why.contains("leaves 1 of 2 nodes out"), "{why}");
+        // Known nodes still update; the left-out one going away clears the note.
+        assert!(index.apply(&node("a", "4", json!({}))));
+        assert!(index.delete("b"));
+        assert!(index.incomplete().is_none());
+    }
+
+    #[test]
+    fn a_malformed_quantity_is_a_problem_of_that_node_only() {
+        let mut index = NodeIndex::new(usize::MAX);
+        index.apply(&node("bad", "eight", json!({})));
+        let (_, problems) = index.classes();
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].starts_with("node bad: allocatable nvidia.com/gpu"));
+        assert!(index.delete("bad"));
+        assert!(index.classes().1.is_empty());
+    }
+}
