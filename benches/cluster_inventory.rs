@@ -13,6 +13,7 @@ use std::path::Path;
 use criterion::{criterion_group, Criterion};
 use std::sync::Arc;
 
+use gangplank::cluster::cache::Kept;
 use gangplank::cluster::objects::{Cached, Incremental};
 use gangplank::cluster::{ClusterHandle, Inventory};
 use gangplank::policy::PolicySet;
@@ -180,17 +181,21 @@ fn cluster_inventory(c: &mut Criterion) {
     );
     // The watch's path: the caches hold DynamicObjects; a claim changed re-indexes its
     // namespace only.
-    let cached = |items: &Option<Vec<Value>>| -> Vec<Arc<DynamicObject>> {
+    let cached = |kind: &str, items: &Option<Vec<Value>>| -> Vec<Arc<Kept>> {
         let items = items.iter().flatten().enumerate();
         items
             .map(|(i, item)| {
                 let mut item = item.clone();
                 item["metadata"]["resourceVersion"] = json!(i.to_string());
-                Arc::new(serde_json::from_value(item).expect("DynamicObject"))
+                let object: DynamicObject = serde_json::from_value(item).expect("DynamicObject");
+                Arc::new(Kept::of(kind, object))
             })
             .collect()
     };
-    let (claims, netpols) = (cached(&crowded.claims), cached(&crowded.network_policies));
+    let (claims, netpols) = (
+        cached("PersistentVolumeClaim", &crowded.claims),
+        cached("NetworkPolicy", &crowded.network_policies),
+    );
     g.bench_function(
         "watch: index 12000 claims and 12000 NetworkPolicies (first list)",
         |b| {
@@ -214,9 +219,10 @@ fn cluster_inventory(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 version += 1;
-                let mut one = (*changed[7]).clone();
+                let mut one: DynamicObject =
+                    serde_json::from_value(changed[7].value()).expect("DynamicObject");
                 one.metadata.resource_version = Some(format!("v{version}"));
-                changed[7] = Arc::new(one);
+                changed[7] = Arc::new(Kept::of("PersistentVolumeClaim", one));
                 incremental.update(
                     &Cached {
                         claims: Some(&changed),

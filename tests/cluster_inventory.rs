@@ -450,22 +450,23 @@ fn cluster_seen_by(handle: &ClusterHandle, input: &Input) -> Value {
 /// list is unknown (null) in the view, and Namespaces' labels reach the view.
 #[test]
 fn the_incremental_index_follows_the_watch_caches() {
+    use gangplank::cluster::cache::Kept;
     use gangplank::cluster::objects::{Cached, Incremental};
     use kube::api::DynamicObject;
     use std::sync::Arc;
-    let claim = |ns: &str, name: &str, version: &str, mode: &str| -> Arc<DynamicObject> {
-        Arc::new(
+    let claim = |ns: &str, name: &str, version: &str, mode: &str| -> Arc<Kept> {
+        let object =
             serde_json::from_value(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": name, "namespace": ns, "resourceVersion": version},
-                "spec": {"accessModes": [mode]}}))
-            .unwrap_or_else(|e| panic!("{e}")),
-        )
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": version},
+            "spec": {"accessModes": [mode]}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Arc::new(Kept::of("PersistentVolumeClaim", object))
     };
     let handle = ClusterHandle::fixed(&inventory_of_nodes());
     let input = gang_of(2);
     let claims_seen = |handle: &ClusterHandle| cluster_seen_by(handle, &input)["claims"].clone();
     let mut incremental = Incremental::default();
-    let mut update = |claims: Option<&[Arc<DynamicObject>]>| {
+    let mut update = |claims: Option<&[Arc<Kept>]>| {
         handle.publish_objects(incremental.update(
             &Cached {
                 claims,
@@ -510,7 +511,7 @@ fn the_incremental_index_follows_the_watch_caches() {
         &Cached {
             claims: None,
             network_policies: None,
-            namespaces: Some(&[Arc::new(namespace)]),
+            namespaces: Some(&[Arc::new(Kept::of("Namespace", namespace))]),
         },
         usize::MAX,
     ));

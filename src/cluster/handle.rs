@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::inventory::Inventory;
 use super::objects::Objects;
-use super::view::{project, Projection};
+use super::view::{hostnames_of, project, Hostnames, Projection};
 use crate::policy::to_rego::to_rego;
 
 /// `data.cluster`: the summary as JSON (for reports), and the engine values of its
@@ -19,6 +19,8 @@ use crate::policy::to_rego::to_rego;
 #[derive(Debug)]
 pub struct ClusterDoc {
     pub json: Arc<Value>,
+    /// Which class each node is in (the summary lists classes, not nodes).
+    hostnames: Arc<Hostnames>,
     /// Shared by the docs of one summary: new objects do not cost the projections.
     projections: Arc<Mutex<HashMap<Projection, RegoValue>>>,
     /// Claims, NetworkPolicies and Namespaces, added per request for its namespace.
@@ -37,7 +39,7 @@ impl ClusterDoc {
         let mut v = match cache.get(&p) {
             Some(v) => v.clone(),
             None => {
-                let v = to_rego(&project(&self.json, &p));
+                let v = to_rego(&project(&self.json, &p, &self.hostnames));
                 if cache.len() >= MAX_PROJECTIONS {
                     cache.clear();
                 }
@@ -79,8 +81,10 @@ impl ClusterHandle {
     /// Makes `inventory` what every following evaluation sees.
     pub fn publish(&self, inventory: &Inventory) {
         let objects = Arc::new(Objects::index(inventory.lists()));
+        let json = inventory.summary();
         self.swap(|_| ClusterDoc {
-            json: Arc::new(inventory.summary()),
+            hostnames: Arc::new(hostnames_of(&json)),
+            json: Arc::new(json),
             projections: Arc::default(),
             objects,
         });
@@ -88,10 +92,11 @@ impl ClusterHandle {
 
     /// Publishes a summary (Nodes, queues, StorageClasses: [`Inventory::summary`]), keeping
     /// the namespaced objects the watch published last ([`ClusterHandle::publish_objects`]).
-    pub fn publish_summary(&self, summary: Value) {
+    pub fn publish_summary(&self, (summary, hostnames): (Value, Hostnames)) {
         let json = Arc::new(summary);
         self.swap(|current| ClusterDoc {
             json,
+            hostnames: Arc::new(hostnames),
             projections: Arc::default(),
             objects: current.map(|d| d.objects.clone()).unwrap_or_default(),
         });
@@ -103,11 +108,13 @@ impl ClusterHandle {
         self.swap(|current| match current {
             Some(doc) => ClusterDoc {
                 json: doc.json.clone(),
+                hostnames: doc.hostnames.clone(),
                 projections: doc.projections.clone(),
                 objects,
             },
             None => ClusterDoc {
                 json: Arc::new(Inventory::default().summary()),
+                hostnames: Arc::default(),
                 projections: Arc::default(),
                 objects,
             },

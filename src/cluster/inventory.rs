@@ -73,7 +73,9 @@ impl Inventory {
             let class = Class::of(node, &mut problems);
             let key = class.key();
             let name = node.metadata.name.clone().unwrap_or_default();
-            classes.entry(key).or_insert(class).names.push(name);
+            let class = classes.entry(key).or_insert(class);
+            class.names.push(name);
+            class.size += 1;
         }
         self.summary_of(classes.values(), problems)
     }
@@ -86,12 +88,8 @@ impl Inventory {
         problems: Vec<String>,
     ) -> Value {
         let classes: Vec<&Class> = classes.collect();
-        let node_count: usize = classes.iter().map(|c| c.names.len()).sum();
-        let unschedulable: usize = classes
-            .iter()
-            .filter(|c| c.cordoned)
-            .map(|c| c.names.len())
-            .sum();
+        let node_count: usize = classes.iter().map(|c| c.size).sum();
+        let unschedulable: usize = classes.iter().filter(|c| c.cordoned).map(|c| c.size).sum();
         json!({
             "source": self.source,
             "stale": self.stale.clone().unwrap_or_default(),
@@ -219,7 +217,11 @@ pub(super) struct Class {
     /// `node.kubernetes.io/unschedulable:NoSchedule`, which kube-scheduler's NodeUnschedulable
     /// plugin lets a pod tolerate, and is left out of the resource totals.
     pub(super) cordoned: bool,
+    /// The nodes' names: listed by [`Inventory::summary`] (snapshots); the watch keeps
+    /// them in its index instead, and leaves this empty.
     pub(super) names: Vec<String>,
+    /// How many nodes the class has.
+    pub(super) size: usize,
 }
 
 impl Class {
@@ -289,6 +291,7 @@ impl Class {
             allocatable,
             cordoned,
             names: Vec::new(),
+            size: 0,
         }
     }
 
@@ -303,15 +306,18 @@ impl Class {
 
     fn to_json(&self) -> Value {
         let amount = |r: &str| self.allocatable.get(r).copied().unwrap_or(0);
-        json!({
-            "size": self.names.len(),
-            "names": self.names,
+        let mut doc = json!({
+            "size": self.size,
             "labels": self.labels,
             "taints": self.taints,
             "allocatable": self.allocatable,
             "max_cpu_millis": amount("cpu"),
             "max_memory_bytes": amount("memory"),
-        })
+        });
+        if !self.names.is_empty() {
+            doc["names"] = json!(self.names);
+        }
+        doc
     }
 }
 
@@ -332,7 +338,7 @@ fn whole(q: &Quantity) -> Option<i64> {
 fn mig_strategies(classes: &[&Class]) -> Vec<String> {
     let strategies: std::collections::BTreeSet<String> = classes
         .iter()
-        .filter(|c| !c.cordoned && !c.names.is_empty())
+        .filter(|c| !c.cordoned && c.size > 0)
         .filter_map(|c| c.labels.get(MIG_STRATEGY_LABEL).cloned())
         .collect();
     strategies.into_iter().collect()
@@ -343,7 +349,7 @@ fn mig_strategies(classes: &[&Class]) -> Vec<String> {
 fn resource_totals(classes: &[&Class]) -> Map<String, Value> {
     let mut totals: BTreeMap<&str, (i64, i64, usize)> = BTreeMap::new();
     for class in classes.iter().filter(|c| !c.cordoned) {
-        let nodes = class.names.len();
+        let nodes = class.size;
         for (resource, &n) in class.extended() {
             let entry = totals.entry(resource).or_default();
             entry.0 = entry.0.max(n);

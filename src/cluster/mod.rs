@@ -6,6 +6,7 @@
 //! (an inventory from `kubectl get nodes -o yaml` output, for `check --cluster`) and
 //! [`watch`] (kept current from the API server by watches, for `serve`).
 
+pub mod cache;
 pub mod discovery;
 pub mod handle;
 pub mod inventory;

@@ -27,7 +27,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
-use super::inventory::Class;
+use super::inventory::{Class, Inventory};
+use super::view::Hostnames;
 
 /// What the inventory reads of a Node, deserialised from the API server's JSON with
 /// everything else skipped. A [`kube::Resource`] of its own, so a watcher can list and
@@ -233,25 +234,35 @@ impl NodeIndex {
         self.relist.is_some()
     }
 
-    /// The classes with their nodes' names, and what could not be read of the nodes.
-    pub(super) fn classes(&self) -> (Vec<Class>, Vec<String>) {
+    /// The classes in a stable order (by key), and what could not be read of the nodes.
+    fn classes(&self) -> (Vec<(&Arc<str>, &Group)>, Vec<String>) {
         let mut keyed: Vec<(&Arc<str>, &Group)> = self.groups.iter().collect();
         keyed.sort_by(|a, b| a.0.cmp(b.0));
-        let classes = keyed
-            .into_iter()
-            .map(|(_, g)| {
-                let mut class = g.class.clone();
-                class.names = g.names.iter().map(|n| n.to_string()).collect();
-                class
-            })
-            .collect();
         let mut problems: Vec<String> = self
             .nodes
             .values()
             .flat_map(|m| m.problems.iter().cloned())
             .collect();
         problems.sort();
-        (classes, problems)
+        (keyed, problems)
+    }
+
+    /// `data.cluster`: the summary of these nodes with `rest` (queues, StorageClasses,
+    /// staleness; its `nodes` are not read), noting the nodes left out.
+    pub fn summary(&self, rest: Inventory) -> (serde_json::Value, Hostnames) {
+        let (groups, problems) = self.classes();
+        let inventory = Inventory {
+            incomplete: self.incomplete(),
+            ..rest
+        };
+        // Names stay out of the summary: the projections look them up here, sharing the
+        // index's strings (16 bytes a node, not a JSON string each).
+        let mut hostnames = Hostnames::with_capacity(self.nodes.len());
+        for (i, (_, group)) in groups.iter().enumerate() {
+            hostnames.extend(group.names.iter().map(|n| (n.clone(), i)));
+        }
+        let summary = inventory.summary_of(groups.iter().map(|(_, g)| &g.class), problems);
+        (summary, hostnames)
     }
 
     /// Why the view leaves nodes out, if it does.
@@ -303,6 +314,7 @@ impl NodeIndex {
         };
         if let Some(group) = self.groups.get_mut(&key) {
             group.names.insert(name.clone());
+            group.class.size = group.names.len();
         }
         self.bytes +=
             name.len() * 2 + NODE_OVERHEAD + problems.iter().map(String::len).sum::<usize>();
@@ -326,6 +338,7 @@ impl NodeIndex {
             .saturating_sub(name.len() * 2 + NODE_OVERHEAD + problem_bytes);
         if let Some(group) = self.groups.get_mut(&member.class) {
             group.names.remove(&name);
+            group.class.size = group.names.len();
             if group.names.is_empty() {
                 self.bytes = self.bytes.saturating_sub(group.bytes);
                 self.groups.remove(&member.class);
@@ -381,8 +394,7 @@ mod tests {
     }
 
     fn summary(index: &NodeIndex) -> serde_json::Value {
-        let (classes, problems) = index.classes();
-        super::super::Inventory::default().summary_of(classes.iter(), problems)
+        index.summary(Inventory::default()).0
     }
 
     #[test]
@@ -425,11 +437,18 @@ mod tests {
         for n in &nodes {
             index.apply(n);
         }
-        let listed = super::super::Inventory {
+        let listed = Inventory {
             nodes: nodes.iter().map(NodeFacts::to_node).collect(),
             ..Default::default()
         };
-        assert_eq!(summary(&index), listed.summary());
+        let mut listed = listed.summary();
+        for class in listed["node_classes"].as_array_mut().into_iter().flatten() {
+            class.as_object_mut().map(|c| c.remove("names"));
+        }
+        assert_eq!(summary(&index), listed, "the same, but for the names");
+        let (_, hostnames) = index.summary(Inventory::default());
+        assert_eq!(hostnames.len(), 3);
+        assert_ne!(hostnames.get("a"), hostnames.get("b"), "b is cordoned");
     }
 
     #[test]
@@ -446,9 +465,9 @@ mod tests {
             "the last complete view serves"
         );
         assert!(index.end_relist());
-        let s = summary(&index);
+        let (s, hostnames) = index.summary(Inventory::default());
         assert_eq!(s["node_count"], 1, "a and b were not listed again: gone");
-        assert_eq!(s["node_classes"][0]["names"], json!(["c"]));
+        assert_eq!(hostnames.keys().map(|n| &**n).collect::<Vec<_>>(), ["c"]);
     }
 
     #[test]
@@ -477,10 +496,16 @@ mod tests {
     fn a_malformed_quantity_is_a_problem_of_that_node_only() {
         let mut index = NodeIndex::new(usize::MAX);
         index.apply(&node("bad", "eight", json!({})));
-        let (_, problems) = index.classes();
+        let problems = summary(&index)["problems"].clone();
+        let problems: Vec<&str> = problems
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str())
+            .collect();
         assert_eq!(problems.len(), 1);
         assert!(problems[0].starts_with("node bad: allocatable nvidia.com/gpu"));
         assert!(index.delete("bad"));
-        assert!(index.classes().1.is_empty());
+        assert_eq!(summary(&index)["problems"], json!([]));
     }
 }

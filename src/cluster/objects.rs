@@ -17,10 +17,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use kube::api::DynamicObject;
 use regorus::Value as RegoValue;
 use serde_json::{json, Value};
 
+use super::cache::Kept;
 use super::selector::Selector;
 use super::view::field;
 use crate::policy::to_rego::to_rego;
@@ -28,8 +28,12 @@ use crate::policy::to_rego::to_rego;
 /// The namespaced objects of one inventory, converted for the engine once.
 #[derive(Debug, Default)]
 pub struct Objects {
-    /// Namespace → `{claim name: claim}`; `None` when claims are unknown.
-    claims: Option<HashMap<String, RegoValue>>,
+    /// Namespace → `{claim name: claim}` as JSON text; `None` when claims are unknown.
+    /// Converted for the engine when a request of that namespace comes ([`Converted`]): a
+    /// claim as an engine value is ~940 bytes, as text ~150.
+    claims: Option<HashMap<String, Arc<str>>>,
+    /// The namespaces' claims converted lately.
+    converted: Converted,
     /// Namespace → its NetworkPolicies; `None` when they are unknown.
     network_policies: Option<HashMap<String, Arc<NamespacePolicies>>>,
     /// Namespace name → its labels; `None` when Namespaces are unknown.
@@ -50,11 +54,38 @@ pub struct ObjectSizes {
     pub bytes: usize,
 }
 
-/// A NetworkPolicy: its pod selector, parsed for the index, and `{name, spec}` for policies.
+/// A NetworkPolicy: its pod selector, parsed for the index, and `{name, spec}` as JSON text,
+/// converted for the requests whose pods it selects (as an engine value a policy is ~6 KB).
 #[derive(Debug)]
 struct NetworkPolicy {
     selects: Selector,
-    doc: RegoValue,
+    doc: Box<str>,
+}
+
+/// Engine values of the claims of the namespaces requests came from lately: at most
+/// [`CONVERTED_NAMESPACES`], then it starts over rather than grow.
+#[derive(Debug, Default)]
+struct Converted(std::sync::Mutex<HashMap<String, RegoValue>>);
+
+/// Namespaces whose converted claims are kept; requests come from far fewer at a time.
+const CONVERTED_NAMESPACES: usize = 256;
+
+impl Converted {
+    /// `text` (the claims of `namespace`) as an engine value, converted once.
+    fn get(&self, namespace: &str, text: &str) -> RegoValue {
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = cache.get(namespace) {
+            return v.clone();
+        }
+        let value = serde_json::from_str::<Value>(text)
+            .map(|v| to_rego(&v))
+            .unwrap_or_else(|_| RegoValue::from(BTreeMap::new()));
+        if cache.len() >= CONVERTED_NAMESPACES {
+            cache.clear();
+        }
+        cache.insert(namespace.to_string(), value.clone());
+        value
+    }
 }
 
 /// A namespace's NetworkPolicies, indexed by one `matchLabels` pair of their pod selector:
@@ -118,7 +149,9 @@ impl Objects {
     /// [`Objects::problems`].
     pub fn index(lists: Lists<'_>) -> Objects {
         let mut problems = Vec::new();
-        let claims = lists.claims.map(|items| claims(items, &mut problems));
+        let claims = lists
+            .claims
+            .map(|items| as_text(claims(items, &mut problems)));
         let network_policies = lists.network_policies.map(|items| {
             network_policies(items, &mut problems)
                 .into_iter()
@@ -130,6 +163,7 @@ impl Objects {
             .map(|items| namespaces(items, &mut problems));
         Objects {
             claims,
+            converted: Converted::default(),
             network_policies,
             namespaces,
             problems,
@@ -159,9 +193,10 @@ impl Objects {
             })
         });
         let claims = self.claims.as_ref().map_or(RegoValue::Null, |all| {
-            all.get(namespace)
-                .cloned()
-                .unwrap_or_else(|| RegoValue::from(BTreeMap::new()))
+            all.get(namespace).map_or_else(
+                || RegoValue::from(BTreeMap::new()),
+                |text| self.converted.get(namespace, text),
+            )
         });
         let policies = self
             .network_policies
@@ -206,9 +241,9 @@ fn namespaced_name<'a>(
     id
 }
 
-/// Claims by namespace, each as the storage policy reads it.
-fn claims(items: &[Value], problems: &mut Vec<String>) -> HashMap<String, RegoValue> {
-    let mut by_namespace: HashMap<String, BTreeMap<RegoValue, RegoValue>> = HashMap::new();
+/// Claims by namespace, each as the storage policy reads it: `{name: claim}`.
+fn claims(items: &[Value], problems: &mut Vec<String>) -> HashMap<String, Value> {
+    let mut by_namespace: HashMap<String, serde_json::Map<String, Value>> = HashMap::new();
     for item in items {
         let Some((namespace, name)) = namespaced_name(item, "PersistentVolumeClaim", problems)
         else {
@@ -217,7 +252,7 @@ fn claims(items: &[Value], problems: &mut Vec<String>) -> HashMap<String, RegoVa
         match claim(item) {
             Ok(doc) => {
                 let claims = by_namespace.entry(namespace.to_string()).or_default();
-                claims.insert(RegoValue::from(name), to_rego(&doc));
+                claims.insert(name.to_string(), doc);
             }
             Err(why) => problems.push(format!(
                 "PersistentVolumeClaim {namespace}/{name}: {why}; ignored"
@@ -226,7 +261,15 @@ fn claims(items: &[Value], problems: &mut Vec<String>) -> HashMap<String, RegoVa
     }
     by_namespace
         .into_iter()
-        .map(|(ns, claims)| (ns, RegoValue::from(claims)))
+        .map(|(ns, claims)| (ns, Value::Object(claims)))
+        .collect()
+}
+
+/// Each namespace's claims as JSON text.
+fn as_text(by_namespace: HashMap<String, Value>) -> HashMap<String, Arc<str>> {
+    by_namespace
+        .into_iter()
+        .map(|(ns, claims)| (ns, Arc::from(claims.to_string())))
         .collect()
 }
 
@@ -283,7 +326,9 @@ fn network_policies(
                 continue;
             }
         };
-        let doc = to_rego(&json!({"name": name, "spec": spec}));
+        let doc = json!({"name": name, "spec": spec})
+            .to_string()
+            .into_boxed_str();
         by_namespace
             .entry(namespace.to_string())
             .or_default()
@@ -360,7 +405,7 @@ fn selecting_doc(
     if selects.is_empty() {
         return None;
     }
-    let mut doc = p.doc.clone();
+    let mut doc = serde_json::from_str::<Value>(&p.doc).map_or(RegoValue::Null, |v| to_rego(&v));
     if let Ok(map) = doc.as_object_mut() {
         map.insert(RegoValue::from("selects"), RegoValue::from(selects));
     }
@@ -373,7 +418,7 @@ fn selecting_doc(
 /// that moved, not for all of them, on each publish.
 #[derive(Default)]
 pub struct Incremental {
-    claims: HashMap<String, Indexed<RegoValue>>,
+    claims: HashMap<String, Indexed<Arc<str>>>,
     network_policies: HashMap<String, Indexed<Arc<NamespacePolicies>>>,
     /// Namespaces are cluster-scoped: one entry, under "".
     namespaces: HashMap<String, Indexed<HashMap<String, RegoValue>>>,
@@ -389,9 +434,9 @@ struct Indexed<T> {
 
 /// The watch caches' objects of each kind; `None` for a kind that is not listed (yet).
 pub struct Cached<'a> {
-    pub claims: Option<&'a [Arc<DynamicObject>]>,
-    pub network_policies: Option<&'a [Arc<DynamicObject>]>,
-    pub namespaces: Option<&'a [Arc<DynamicObject>]>,
+    pub claims: Option<&'a [Arc<Kept>]>,
+    pub network_policies: Option<&'a [Arc<Kept>]>,
+    pub namespaces: Option<&'a [Arc<Kept>]>,
 }
 
 impl Incremental {
@@ -416,7 +461,7 @@ impl Incremental {
         } = budget;
         let claims = claims_kept.map(|objects| {
             refresh(&mut self.claims, objects, |items, problems| {
-                claims(items, problems).into_values().next()
+                as_text(claims(items, problems)).into_values().next()
             })
         });
         let network_policies = policies_kept.map(|objects| {
@@ -444,6 +489,7 @@ impl Incremental {
         }
         Objects {
             claims,
+            converted: Converted::default(),
             network_policies,
             namespaces,
             problems,
@@ -463,13 +509,13 @@ impl Budget {
     /// `objects` if they fit in what is left (counted in `sizes`), else `None`, said.
     fn keep<'a>(
         &mut self,
-        objects: Option<&'a [Arc<DynamicObject>]>,
+        objects: Option<&'a [Arc<Kept>]>,
         what: &str,
         count: impl Fn(&mut ObjectSizes) -> &mut usize,
-    ) -> Option<&'a [Arc<DynamicObject>]> {
+    ) -> Option<&'a [Arc<Kept>]> {
         let objects = objects?;
         *count(&mut self.sizes) = objects.len();
-        let bytes: usize = objects.iter().map(|o| estimated_bytes(o)).sum();
+        let bytes: usize = objects.iter().map(|o| o.bytes()).sum();
         if self.sizes.bytes.saturating_add(bytes) > self.max_bytes {
             self.problems.push(format!(
                 "{} {what}: past the inventory's memory bound ({} MiB, --inventory-max-mib), so they are unknown to the policies",
@@ -483,38 +529,6 @@ impl Budget {
     }
 }
 
-/// Estimated bytes a (stripped) cached object holds: its names and the strings and nodes of
-/// its data, plus the cache's overhead per object.
-fn estimated_bytes(o: &DynamicObject) -> usize {
-    fn value_bytes(v: &Value) -> usize {
-        match v {
-            Value::String(s) => s.len() + 32,
-            Value::Array(a) => a.iter().map(value_bytes).sum::<usize>() + 32,
-            Value::Object(m) => {
-                m.iter()
-                    .map(|(k, v)| k.len() + 48 + value_bytes(v))
-                    .sum::<usize>()
-                    + 32
-            }
-            _ => 32,
-        }
-    }
-    let meta = &o.metadata;
-    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    let labels: usize = meta
-        .labels
-        .iter()
-        .flatten()
-        .map(|(k, v)| k.len() + v.len() + 96)
-        .sum();
-    text(&meta.name)
-        + text(&meta.namespace)
-        + text(&meta.resource_version)
-        + labels
-        + value_bytes(&o.data)
-        + 400
-}
-
 /// What could not be read of the objects behind `state`'s indexes.
 fn problems_of<T>(state: &HashMap<String, Indexed<T>>) -> impl Iterator<Item = String> + '_ {
     state.values().flat_map(|i| i.problems.iter().cloned())
@@ -525,17 +539,16 @@ fn problems_of<T>(state: &HashMap<String, Indexed<T>>) -> impl Iterator<Item = S
 /// one group, under "".
 fn refresh<T: Clone>(
     state: &mut HashMap<String, Indexed<T>>,
-    objects: &[Arc<DynamicObject>],
+    objects: &[Arc<Kept>],
     build: impl Fn(&[Value], &mut Vec<String>) -> Option<T>,
 ) -> HashMap<String, T> {
-    let mut by_namespace: HashMap<&str, Vec<&DynamicObject>> = HashMap::new();
+    let mut by_namespace: HashMap<&str, Vec<&Kept>> = HashMap::new();
     for o in objects {
-        let ns = o.metadata.namespace.as_deref().unwrap_or_default();
-        by_namespace.entry(ns).or_default().push(o);
+        by_namespace.entry(&o.namespace).or_default().push(o);
     }
     // A cache lists its objects in no fixed order; the fingerprint must not depend on it.
     for members in by_namespace.values_mut() {
-        members.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        members.sort_by(|a, b| a.name.cmp(&b.name));
     }
     state.retain(|ns, _| by_namespace.contains_key(ns.as_str()));
     for (ns, members) in &by_namespace {
@@ -544,7 +557,8 @@ fn refresh<T: Clone>(
             continue;
         }
         let mut problems = Vec::new();
-        match build(&as_values(members.iter().copied()), &mut problems) {
+        let values: Vec<Value> = members.iter().map(|o| o.value()).collect();
+        match build(&values, &mut problems) {
             Some(index) => {
                 let indexed = Indexed {
                     fingerprint,
@@ -566,18 +580,12 @@ fn refresh<T: Clone>(
 
 /// A hash of the objects' names and resourceVersions: the API server changes an object's
 /// resourceVersion on every write, so equal fingerprints mean nothing to re-index.
-fn fingerprint<'a>(objects: impl Iterator<Item = &'a DynamicObject>) -> u64 {
+fn fingerprint<'a>(objects: impl Iterator<Item = &'a Kept>) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for o in objects {
-        o.metadata.namespace.hash(&mut h);
-        o.metadata.name.hash(&mut h);
-        o.metadata.resource_version.hash(&mut h);
+        o.namespace.hash(&mut h);
+        o.name.hash(&mut h);
+        o.version.hash(&mut h);
     }
     h.finish()
-}
-
-fn as_values<'a>(objects: impl Iterator<Item = &'a DynamicObject>) -> Vec<Value> {
-    objects
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect()
 }

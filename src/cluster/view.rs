@@ -11,12 +11,29 @@
 //!
 //! Entry points: [`Projection::of`] (from the request's input) and [`project`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use regorus::Value as RegoValue;
 use serde_json::{json, Map, Value};
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// Node name → the index of its class in the summary's `node_classes`.
+pub type Hostnames = HashMap<Arc<str>, usize>;
+
+/// The hostnames of a summary that lists its classes' `names` (a snapshot's).
+pub fn hostnames_of(summary: &Value) -> Hostnames {
+    let classes = summary["node_classes"].as_array().map(Vec::as_slice);
+    let mut out = Hostnames::new();
+    for (i, class) in classes.unwrap_or_default().iter().enumerate() {
+        let names = class["names"].as_array().map(Vec::as_slice);
+        for name in names.unwrap_or_default().iter().filter_map(Value::as_str) {
+            out.insert(Arc::from(name), i);
+        }
+    }
+    out
+}
 
 /// What a request's nodeSelectors look at: the label keys, and the hostnames they name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -57,34 +74,42 @@ pub(super) fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {
     v.as_object().ok()?.get(&RegoValue::from(name))
 }
 
-/// `summary` with its node classes merged as `p` sees them (and without node names).
-pub fn project(summary: &Value, p: &Projection) -> Value {
+/// `summary` with its node classes merged as `p` sees them (and without node names);
+/// `hostnames` says which class each node is in.
+pub fn project(summary: &Value, p: &Projection, hostnames: &Hostnames) -> Value {
+    let mut picked: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    for host in &p.hostnames {
+        if let Some(&i) = hostnames.get(host.as_str()) {
+            picked.entry(i).or_default().push(host);
+        }
+    }
     let mut merged: BTreeMap<String, Value> = BTreeMap::new();
     let classes = summary["node_classes"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    for class in classes {
-        let names = class["names"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let picked: Vec<&str> = names
-            .iter()
-            .filter_map(Value::as_str)
-            .filter(|n| p.hostnames.contains(*n))
-            .collect();
-        for name in &picked {
+    for (i, class) in classes.iter().enumerate() {
+        let hosts = picked.get(&i).map(Vec::as_slice).unwrap_or_default();
+        for name in hosts {
             add(&mut merged, class, p, Some(name), 1);
         }
-        let rest = names.len().saturating_sub(picked.len());
+        let size = class["size"].as_u64().unwrap_or(0) as usize;
+        let rest = size.saturating_sub(hosts.len());
         if rest > 0 {
             add(&mut merged, class, p, None, rest);
         }
     }
-    let mut out = summary.clone();
-    out["node_classes"] = Value::Array(merged.into_values().collect());
-    out
+    let mut out = Map::new();
+    for (k, v) in summary.as_object().into_iter().flatten() {
+        if k != "node_classes" {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out.insert(
+        "node_classes".into(),
+        Value::Array(merged.into_values().collect()),
+    );
+    Value::Object(out)
 }
 
 /// Adds `size` nodes of `class` (one named `host`, if given) to the merged classes.

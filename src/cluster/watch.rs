@@ -18,6 +18,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::Value;
 
+use super::cache::Cache;
 use super::discovery::native_gang_api;
 use super::handle::ClusterHandle;
 use super::inventory::Inventory;
@@ -146,12 +147,23 @@ pub async fn run(
     ]
     .map(start);
     // ... and the namespaced objects, indexed apart (they can be tens of thousands).
-    let object_slots = [
+    let caches = [
         (claims, NAMESPACED[0]),
         (network_policies, NAMESPACED[1]),
         (namespaces, NAMESPACED[2]),
     ]
-    .map(start);
+    .map(|(resource, what)| {
+        let cache = Arc::new(Mutex::new(Cache::new(cache_kind(&resource))));
+        let watch = watch_cached(
+            client.clone(),
+            resource,
+            what,
+            pending.clone(),
+            cache.clone(),
+        );
+        tokio::spawn(watch);
+        cache
+    });
     let mut incremental = Incremental::default();
     let mut said = BTreeSet::new();
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
@@ -166,7 +178,7 @@ pub async fn run(
             (nodes, summary, objects, stale_reason(&p), p.native_gang_api)
         };
         if objects_changed {
-            let [claims, policies, namespaces] = object_slots.each_ref().map(cached_objects);
+            let [claims, policies, namespaces] = caches.each_ref().map(|c| lock(c).objects());
             let node_bytes = lock(&nodes).sizes().bytes;
             let cached = Cached {
                 claims: claims.as_deref(),
@@ -187,9 +199,7 @@ pub async fn run(
                 published = Some(fingerprint);
                 let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes] =
                     lists;
-                let index = lock(&nodes);
-                let (classes, problems) = index.classes();
-                let inventory = Inventory {
+                let rest = Inventory {
                     volcano_queues,
                     kueue_cluster_queues,
                     kueue_local_queues,
@@ -197,12 +207,13 @@ pub async fn run(
                     native_gang_api,
                     source: "cluster".into(),
                     stale,
-                    incomplete: index.incomplete(),
                     ..Inventory::default()
                 };
+                let index = lock(&nodes);
                 metrics.set_inventory_nodes(&index.sizes());
+                let summary = index.summary(rest);
                 drop(index);
-                handle.publish_summary(inventory.summary_of(classes.iter(), problems));
+                handle.publish_summary(summary);
             }
         }
         if summary_changed || objects_changed {
@@ -215,10 +226,13 @@ pub async fn run(
 /// only those as changed, so a claim created does not summarise the Nodes again.
 const NAMESPACED: [&str; 3] = ["PersistentVolumeClaims", "NetworkPolicies", "Namespaces"];
 
-/// The objects of a watch cache; `None` while it cannot list (not installed, forbidden).
-fn cached_objects(slot: &Slot) -> Option<Vec<Arc<DynamicObject>>> {
-    let store = slot.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
-    Some(store.state())
+/// The kind of a namespaced resource, as [`Cache`] keeps it (for [`strip`]).
+fn cache_kind(resource: &ApiResource) -> &'static str {
+    match resource.kind.as_str() {
+        "PersistentVolumeClaim" => "PersistentVolumeClaim",
+        "NetworkPolicy" => "NetworkPolicy",
+        _ => "Namespace",
+    }
 }
 
 /// PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces (built in, so
@@ -381,9 +395,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts the watch of `resource` once it can be listed (its CRD is installed, the webhook
-/// may list it); until then its part of `data.cluster` is null and the rules that read it
-/// stay quiet.
+/// Waits until `resource` can be listed (its CRD is installed, the webhook may list it);
+/// until then its part of `data.cluster` is null and the rules that read it stay quiet.
+async fn wait_listable(api: &Api<DynamicObject>, what: &'static str) {
+    let mut said_forbidden = false;
+    loop {
+        match api.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            // Said once: a platform may keep a kind from the webhook on purpose.
+            Err(kube::Error::Api(status)) if status.code == 403 && !said_forbidden => {
+                said_forbidden = true;
+                tracing::warn!(what, "the webhook may not list these (RBAC): the policies that read them stay silent until it may (see deploy/cluster-inventory)");
+            }
+            Err(e) => tracing::debug!(error = %e, what, "not listable yet"),
+        }
+        tokio::time::sleep(CRD_RECHECK).await;
+    }
+}
+
+/// Watches `resource` (queues, StorageClasses: few, read whole) into a reflector store,
+/// published in `slot` once the first list is in.
 fn watch_custom(
     client: kube::Client,
     resource: ApiResource,
@@ -393,20 +425,7 @@ fn watch_custom(
     move |slot| {
         Box::pin(async move {
             let api: Api<DynamicObject> = Api::all_with(client, &resource);
-            let mut said_forbidden = false;
-            loop {
-                match api.list_metadata(&ListParams::default().limit(1)).await {
-                    Ok(_) => break,
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    // Said once: a platform may keep a kind from the webhook on purpose.
-                    Err(kube::Error::Api(status)) if status.code == 403 && !said_forbidden => {
-                        said_forbidden = true;
-                        tracing::warn!(what, "the webhook may not list these (RBAC): the policies that read them stay silent until it may (see deploy/cluster-inventory)");
-                    }
-                    Err(e) => tracing::debug!(error = %e, what, "not listable yet"),
-                }
-                tokio::time::sleep(CRD_RECHECK).await;
-            }
+            wait_listable(&api, what).await;
             let writer = reflector::store::Writer::new(resource.clone());
             // Published only once the first list is in: an empty store would read as "no
             // queues", and every job naming one would be refused until the list arrived.
@@ -415,8 +434,8 @@ fn watch_custom(
                 let (slot, pending) = (slot.clone(), pending.clone());
                 async move {
                     if store.wait_until_ready().await.is_ok() {
-                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(store);
-                        pending.lock().unwrap_or_else(|e| e.into_inner()).mark(what);
+                        *lock(&slot) = Some(store);
+                        lock(&pending).mark(what);
                     }
                 }
             };
@@ -428,6 +447,33 @@ fn watch_custom(
             drive(stream, pending, what, |_| true).await;
         })
     }
+}
+
+/// Watches the namespaced `resource` into `cache`, which keeps each object stripped
+/// ([`Kept`](super::cache::Kept)).
+async fn watch_cached(
+    client: kube::Client,
+    resource: ApiResource,
+    what: &'static str,
+    pending: Shared,
+    cache: Arc<Mutex<Cache>>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    wait_listable(&api, what).await;
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let apply = |event: &watcher::Event<DynamicObject>| {
+        let mut cache = lock(&cache);
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => cache.apply(o.clone()),
+            watcher::Event::Delete(o) => cache.delete(o),
+            watcher::Event::Init => {
+                cache.begin_relist();
+                false
+            }
+            watcher::Event::InitDone => cache.end_relist(),
+        }
+    };
+    drive(stream, pending, what, apply).await;
 }
 
 fn stale_reason(p: &Pending) -> Option<String> {
