@@ -145,6 +145,7 @@ pub struct Metrics {
     inventory_problems: Gauge,
     inventory_cache: Family<CacheLabels, Gauge>,
     inventory_bytes: Family<CacheLabels, Gauge>,
+    inventory_publishes: Family<CacheLabels, Counter>,
     handoffs: Family<OutcomeLabels, Counter>,
 }
 
@@ -246,6 +247,12 @@ impl Metrics {
             "Estimated bytes the cluster inventory holds, by cache (nodes, objects); bounded together by --inventory-max-mib",
             inventory_bytes.clone(),
         );
+        let inventory_publishes = Family::<CacheLabels, Counter>::default();
+        registry.register(
+            "cluster_inventory_publishes",
+            "New views of the cluster published to the policies, by part (summary: Nodes, queues, StorageClasses; objects: claims, NetworkPolicies, Namespaces); watch events that change nothing the policies read publish none",
+            inventory_publishes.clone(),
+        );
         let handoffs = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "validate_handoffs",
@@ -288,6 +295,7 @@ impl Metrics {
             inventory_problems,
             inventory_cache,
             inventory_bytes,
+            inventory_publishes,
             handoffs,
         }
     }
@@ -358,6 +366,13 @@ impl Metrics {
         self.set_cache("network_policies", sizes.network_policies);
         self.set_cache("namespaces", sizes.namespaces);
         self.set_cache_bytes("objects", sizes.bytes);
+    }
+
+    /// A new view of `part` (`summary` or `objects`) was published.
+    pub fn inventory_published(&self, part: &'static str) {
+        self.inventory_publishes
+            .get_or_create(&CacheLabels { cache: part })
+            .inc();
     }
 
     fn set_cache(&self, cache: &'static str, n: usize) {

@@ -356,7 +356,8 @@ fn class_bytes(key: &str, class: &Class) -> usize {
         .map(|(k, v)| k.len() + v.len() + 96)
         .sum();
     let allocatable: usize = class.allocatable.keys().map(|k| k.len() + 64).sum();
-    key.len() + labels + allocatable + class.taints.len() * 128 + 256
+    // Twice: the index's copy and the published summary's.
+    2 * (key.len() + labels + allocatable + class.taints.len() * 128 + 256)
 }
 
 /// What a [`NodeIndex`] holds, for `/metrics`.

@@ -187,6 +187,7 @@ pub async fn run(
             };
             let objects = incremental.update(&cached, limits.max_bytes.saturating_sub(node_bytes));
             metrics.set_inventory_objects(&objects.sizes());
+            metrics.inventory_published("objects");
             handle.publish_objects(objects);
         }
         if summary_changed {
@@ -213,6 +214,7 @@ pub async fn run(
                 metrics.set_inventory_nodes(&index.sizes());
                 let summary = index.summary(rest);
                 drop(index);
+                metrics.inventory_published("summary");
                 handle.publish_summary(summary);
             }
         }

@@ -24,6 +24,7 @@ pub mod jobs;
 pub mod nodes;
 pub mod process;
 pub mod rbac;
+pub mod realistic;
 pub mod registry;
 pub mod run;
 pub mod scheduler;

@@ -106,6 +106,11 @@ impl Webhooks {
         webhooks
     }
 
+    /// The server's resident set size in KiB and the CPU time it used, from /proc.
+    pub fn usage(&self) -> (Option<u64>, Option<Duration>) {
+        (self.server.server_rss_kib(), self.server.server_cpu())
+    }
+
     /// The server's `/metrics` (Prometheus text).
     pub async fn metrics(&self) -> String {
         let response = self
