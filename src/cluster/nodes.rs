@@ -145,8 +145,9 @@ struct Group {
     bytes: usize,
 }
 
-/// Estimated bytes per node beyond its name: the map entries, the set entry, the Arcs.
-const NODE_OVERHEAD: usize = 160;
+/// Estimated bytes per node beyond its name: the map entries, the set entry, the Arcs, its
+/// entry in the published hostnames (calibrated on benches/inventory_scale.rs: RSS per node).
+const NODE_OVERHEAD: usize = 320;
 
 /// The Nodes as classes, kept current event by event.
 #[derive(Debug)]

@@ -344,7 +344,7 @@ async fn drive<S, K>(
         match event {
             Ok(watcher::Event::Init) if listed_once => {
                 let relisting = format!(
-                    "relisting since {} (the view is the last complete list)",
+                    "is relisting since {} (the view is the last complete list)",
                     since()
                 );
                 p.errors.entry(what).or_insert(relisting);
@@ -360,7 +360,7 @@ async fn drive<S, K>(
             Err(e) => {
                 p.errors
                     .entry(what)
-                    .or_insert(format!("since {}: {e}", since()));
+                    .or_insert(format!("is failing since {}: {e}", since()));
             }
         }
         if p.errors.get(what) != errors_before.as_ref() {
@@ -482,11 +482,82 @@ fn stale_reason(p: &Pending) -> Option<String> {
     let parts: Vec<String> = p
         .errors
         .iter()
-        .map(|(what, e)| format!("the watch of {what} is failing {e}"))
+        .map(|(what, e)| format!("the watch of {what} {e}"))
         .collect();
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn humantime(t: SystemTime) -> String {
     k8s_openapi::jiff::Timestamp::try_from(t).map_or_else(|_| "?".into(), |t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    fn node(name: &str, gpus: &str) -> NodeFacts {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "status": {"allocatable": {"nvidia.com/gpu": gpus}},
+        }))
+        .expect("node")
+    }
+
+    #[tokio::test]
+    async fn a_relist_serves_the_last_complete_view_and_says_so_until_it_completes() {
+        let pending: Shared = Arc::default();
+        let nodes: Nodes = Arc::new(Mutex::new(NodeIndex::new(usize::MAX)));
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let index = nodes.clone();
+        let apply = move |event: &Event<NodeFacts>| {
+            let mut index = lock(&index);
+            match event {
+                Event::Apply(n) | Event::InitApply(n) => index.apply(n),
+                Event::Delete(_) => false,
+                Event::Init => {
+                    index.begin_relist();
+                    false
+                }
+                Event::InitDone => index.end_relist(),
+            }
+        };
+        let driving = tokio::spawn(drive(rx, pending.clone(), "Nodes", apply));
+        let step = |event: Result<Event<NodeFacts>, watcher::Error>| {
+            tx.unbounded_send(event).expect("send");
+        };
+        let look = || async {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let stale = stale_reason(&lock(&pending));
+            let count = lock(&nodes).summary(Inventory::default()).0["node_count"].clone();
+            (stale, count)
+        };
+        step(Ok(Event::Init));
+        step(Ok(Event::InitApply(node("a", "8"))));
+        step(Ok(Event::InitApply(node("b", "8"))));
+        let (stale, count) = look().await;
+        assert_eq!(
+            (stale, count),
+            (None, serde_json::json!(0)),
+            "the first list: no view yet, not stale"
+        );
+        step(Ok(Event::InitDone));
+        assert_eq!(look().await, (None, serde_json::json!(2)));
+        // The watch restarts (410 Gone): a relist, of one node only.
+        step(Ok(Event::Init));
+        step(Ok(Event::InitApply(node("a", "8"))));
+        let (stale, count) = look().await;
+        assert_eq!(count, serde_json::json!(2), "the last complete view serves");
+        let stale = stale.expect("said");
+        assert!(
+            stale.starts_with("the watch of Nodes is relisting since "),
+            "{stale}"
+        );
+        step(Ok(Event::InitDone));
+        assert_eq!(look().await, (None, serde_json::json!(1)), "b is gone");
+        drop(step);
+        drop(tx);
+        driving.await.expect("drive ends with its stream");
+    }
 }
