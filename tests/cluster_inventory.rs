@@ -223,7 +223,7 @@ fn an_inventory_past_its_memory_bound_refuses_nothing_and_warns_capacity_unknown
     let job = gang_of(7);
     let mut partial = inventory(gpu_nodes("gpu", 6, "H100", "8"));
     partial.incomplete = Some(
-        "the inventory reached its memory bound (96 MiB, --inventory-max-mib) and leaves 94000 of 100000 nodes out: capacity is unknown".into(),
+        "the inventory reached its memory bound (160 MiB, --inventory-max-mib) and leaves 94000 of 100000 nodes out: capacity is unknown".into(),
     );
     handle.publish(&partial);
     let verdict = review(&set, &job).unwrap_or_else(|e| panic!("{e}"));

@@ -99,9 +99,11 @@ type Shared = Arc<Mutex<Pending>>;
 type Slot = Arc<Mutex<Option<Store<DynamicObject>>>>;
 type Nodes = Arc<Mutex<NodeIndex>>;
 
-/// The default bound of what the inventory holds ([`Limits::max_bytes`]): about 15 times what
-/// 100,000 GPU nodes in a few dozen pools take, and well inside deploy/'s memory limit.
-pub const DEFAULT_MAX_MIB: usize = 96;
+/// The default bound of what the inventory holds ([`Limits::max_bytes`]): 100,000 realistic
+/// GPU nodes in 1,600 classes with 50,000 claims, 10,000 NetworkPolicies and 1,000 Namespaces
+/// are estimated at 127 MiB (benches/inventory_scale.rs); deploy/cluster-inventory raises
+/// the pod's memory limit by as much (deploy/README.md "Sizing").
+pub const DEFAULT_MAX_MIB: usize = 160;
 
 /// Bounds of the inventory.
 #[derive(Debug, Clone, Copy)]
