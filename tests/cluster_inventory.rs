@@ -523,3 +523,39 @@ fn the_incremental_index_follows_the_watch_caches() {
     let doc = handle.current().expect("published");
     assert_eq!(doc.json["node_count"], 2);
 }
+
+/// A NetworkPolicy of megabytes (the API server takes ~1.5 MB) is left out and named, the
+/// others of its namespace still count.
+#[test]
+fn an_oversized_network_policy_is_left_out_and_named() {
+    let rules: Vec<Value> = (0..8_000)
+        .map(|i| json!({"from": [{"ipBlock": {"cidr": format!("10.{}.{}.0/24", i / 256, i % 256)}}]}))
+        .collect();
+    let policy = |name: &str, ingress: Value| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": ingress}})
+    };
+    let mut inventory = inventory_of_nodes();
+    inventory.network_policies = Some(vec![
+        policy("huge", Value::Array(rules)),
+        policy("deny-all", json!([])),
+    ]);
+    let handle = ClusterHandle::fixed(&inventory);
+    let problems = handle.current().expect("published").problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("NetworkPolicy team-a/huge: a spec of ")
+            && problems[0].ends_with("KiB (over 256 KiB); ignored"),
+        "{}",
+        problems[0]
+    );
+    let seen = cluster_seen_by(&handle, &gang_of(1));
+    let names: Vec<&str> = seen["network_policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["deny-all"]);
+}

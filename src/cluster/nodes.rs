@@ -145,6 +145,11 @@ struct Group {
     bytes: usize,
 }
 
+/// The most a node's class may take, as its key (labels, taints, allocatable as JSON): the
+/// API server lets a Node carry ~1.5 MB of labels, and one such node must not be a class the
+/// inventory keeps. Real GPU nodes are ~4 KiB.
+pub const MAX_CLASS_BYTES: usize = 64 << 10;
+
 /// Estimated bytes per node beyond its name: the map entries, the set entry, the Arcs, its
 /// entry in the published hostnames (calibrated on benches/inventory_scale.rs: RSS per node).
 const NODE_OVERHEAD: usize = 320;
@@ -158,6 +163,8 @@ pub struct NodeIndex {
     relist: Option<Box<NodeIndex>>,
     /// Nodes left out because the index reached `max_bytes`.
     left_out: HashSet<Arc<str>>,
+    /// Nodes left out because their class is over [`MAX_CLASS_BYTES`]: name → why.
+    oversized: HashMap<Arc<str>, String>,
     max_bytes: usize,
     bytes: usize,
 }
@@ -170,6 +177,7 @@ impl NodeIndex {
             groups: HashMap::new(),
             relist: None,
             left_out: HashSet::new(),
+            oversized: HashMap::new(),
             max_bytes,
             bytes: 0,
         }
@@ -194,10 +202,20 @@ impl NodeIndex {
             }
         }
         let name: Arc<str> = Arc::from(name);
+        if key.len() > MAX_CLASS_BYTES {
+            let why = format!(
+                "node {name}: {} KiB of labels, taints and allocatable (over {} KiB); left out",
+                key.len() >> 10,
+                MAX_CLASS_BYTES >> 10
+            );
+            let removed = self.remove(&name);
+            return self.oversized.insert(name, why).is_none() || removed;
+        }
+        let was_oversized = self.oversized.remove(&name).is_some();
         let cost = self.cost_of(&name, &key, &class);
         let known = self.nodes.contains_key(&name);
         if !known && self.bytes.saturating_add(cost) > self.max_bytes {
-            return self.left_out.insert(name);
+            return self.left_out.insert(name) || was_oversized;
         }
         self.remove(&name);
         self.insert(name, key, class, problems);
@@ -210,7 +228,7 @@ impl NodeIndex {
             relist.delete(name);
             return false;
         }
-        self.left_out.remove(name) | self.remove(name)
+        self.left_out.remove(name) | self.oversized.remove(name).is_some() | self.remove(name)
     }
 
     /// A relist starts: the nodes listed from now on make a new index, swapped in by
@@ -243,6 +261,7 @@ impl NodeIndex {
             .nodes
             .values()
             .flat_map(|m| m.problems.iter().cloned())
+            .chain(self.oversized.values().cloned())
             .collect();
         problems.sort();
         (keyed, problems)
@@ -492,6 +511,31 @@ mod tests {
         assert!(index.apply(&node("a", "4", json!({}))));
         assert!(index.delete("b"));
         assert!(index.incomplete().is_none());
+    }
+
+    #[test]
+    fn a_node_with_megabytes_of_labels_is_left_out_and_named() {
+        let mut index = NodeIndex::new(usize::MAX);
+        index.apply(&node("a", "8", json!({})));
+        let mut huge = node("big", "8", json!({}));
+        if let Some(labels) = huge.metadata.labels.as_mut() {
+            for i in 0..2_000 {
+                labels.insert(format!("example.com/label-{i}"), "v".repeat(60));
+            }
+        }
+        assert!(index.apply(&huge));
+        assert!(!index.apply(&huge), "said once");
+        let s = summary(&index);
+        assert_eq!(s["node_count"], 1);
+        let problem = s["problems"][0].as_str().unwrap_or_default().to_string();
+        assert!(
+            problem.starts_with("node big: ") && problem.ends_with("(over 64 KiB); left out"),
+            "{problem}"
+        );
+        // Relabelled to a normal size, it is counted again.
+        assert!(index.apply(&node("big", "8", json!({}))));
+        assert_eq!(summary(&index)["node_count"], 2);
+        assert_eq!(summary(&index)["problems"], json!([]));
     }
 
     #[test]

@@ -62,6 +62,10 @@ struct NetworkPolicy {
     doc: Box<str>,
 }
 
+/// The largest NetworkPolicy kept: the API server accepts ~1.5 MB, and each request whose
+/// pods one selects converts it for the engine. Real ones are a few KiB.
+const MAX_POLICY_BYTES: usize = 256 << 10;
+
 /// Engine values of the claims of the namespaces requests came from lately: at most
 /// [`CONVERTED_NAMESPACES`], then it starts over rather than grow.
 #[derive(Debug, Default)]
@@ -329,6 +333,14 @@ fn network_policies(
         let doc = json!({"name": name, "spec": spec})
             .to_string()
             .into_boxed_str();
+        if doc.len() > MAX_POLICY_BYTES {
+            problems.push(format!(
+                "NetworkPolicy {namespace}/{name}: a spec of {} KiB (over {} KiB); ignored",
+                doc.len() >> 10,
+                MAX_POLICY_BYTES >> 10
+            ));
+            continue;
+        }
         by_namespace
             .entry(namespace.to_string())
             .or_default()

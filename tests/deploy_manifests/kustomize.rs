@@ -179,9 +179,14 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         .find(|e| e["name"] == "GANGPLANK_INVENTORY_MAX_MIB")
         .and_then(|e| e["value"].as_str()?.parse().ok())
         .expect("the component sets --inventory-max-mib");
-    let limit = container["resources"]["limits"]["memory"].as_str().unwrap_or_default();
+    let limit = container["resources"]["limits"]["memory"]
+        .as_str()
+        .unwrap_or_default();
     let limit_mib: u64 = limit.trim_end_matches("Mi").parse().expect("a limit in Mi");
-    assert!(limit_mib >= 256 + bound, "limit {limit} for a bound of {bound} MiB");
+    assert!(
+        limit_mib >= 256 + bound,
+        "limit {limit} for a bound of {bound} MiB"
+    );
     let role = find(&with_inventory, "ClusterRole", "gangplank-webhook");
     assert_eq!(
         role["rules"],
