@@ -558,7 +558,6 @@ mod tests {
         );
         step(Ok(Event::InitDone));
         assert_eq!(look().await, (None, serde_json::json!(1)), "b is gone");
-        drop(step);
         drop(tx);
         driving.await.expect("drive ends with its stream");
     }
