@@ -181,6 +181,14 @@ async fn run(assets: &support::assets::Assets, n: usize) {
         after - before
     );
 
+    let (rss_after, _) = server.usage();
+    let (bare_after, _) = bare.usage();
+    println!(
+        "   RSS after the heartbeats: {:.1} MiB with the inventory, {:.1} MiB without",
+        mib(rss_after),
+        mib(bare_after)
+    );
+
     // A change that matters: one node loses a GPU.
     let name = realistic::node(&template, 0)["metadata"]["name"].clone();
     let name = name.as_str().unwrap_or_default().to_string();

@@ -19,6 +19,7 @@ e2e_suite!(
         a_gang_that_fits_is_admitted,
         a_queue_capability_below_the_gang_is_refused,
         a_node_added_later_reaches_the_policies_without_a_restart,
+        heartbeats_publish_nothing_and_the_caches_are_in_metrics,
     ]
 );
 
@@ -141,4 +142,94 @@ async fn a_node_added_later_reaches_the_policies_without_a_restart() {
         "inventory: nodes added reached the policies after {} ms",
         added.elapsed().as_millis()
     );
+}
+
+/// On a control plane of its own (the other tests add nodes): kubelet-style heartbeats
+/// (conditions, an annotation) change nothing the policies read, so the server publishes no
+/// new view; a GPU lost does. `/metrics` shows what the inventory holds.
+async fn heartbeats_publish_nothing_and_the_caches_are_in_metrics() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    let control_plane = ControlPlane::start(&support::assets::get(), Crds::TrainingV1);
+    let client = control_plane.client().await;
+    let server = Webhooks::install(&control_plane, support::repo().join("policies")).await;
+    for i in 0..3 {
+        jobs::create_gpu_node(&client, &format!("beat-{i}"), "main").await;
+    }
+    let gauge = |text: &str, name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let nodes = "gangplank_cluster_inventory_cache_entries{cache=\"nodes\"}";
+    let classes = "gangplank_cluster_inventory_cache_entries{cache=\"node_classes\"}";
+    let publishes = "gangplank_cluster_inventory_publishes_total{cache=\"summary\"}";
+    support::wait_for(
+        "the three nodes in the index",
+        Duration::from_secs(30),
+        || async {
+            let m = server.metrics().await;
+            match gauge(&m, nodes) {
+                Some(n) if n == 3.0 => Ok(()),
+                other => Err(format!("nodes: {other:?}")),
+            }
+        },
+    )
+    .await;
+    // Settle: the status patches of create_gpu_node may still be publishing.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let metrics = server.metrics().await;
+    assert_eq!(gauge(&metrics, classes), Some(1.0), "{metrics}");
+    assert!(
+        gauge(
+            &metrics,
+            "gangplank_cluster_inventory_cache_bytes{cache=\"nodes\"}"
+        )
+        .is_some_and(|b| b > 0.0),
+        "{metrics}"
+    );
+    let before = gauge(&metrics, publishes).expect("publishes counted");
+
+    let api: Api<Node> = Api::all(client.clone());
+    for round in 0..3 {
+        for i in 0..3 {
+            let name = format!("beat-{i}");
+            let time = format!("2026-11-28T20:00:0{round}Z");
+            let beat = json!({"status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": time,
+                 "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&beat))
+                .await
+                .expect("heartbeat");
+            let annotated = json!({"metadata": {"annotations": {"node.alpha.kubernetes.io/ttl": round.to_string()}}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&annotated))
+                .await
+                .expect("annotation");
+        }
+    }
+    // Six publish ticks: a view the heartbeats had changed would be out by now.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let metrics = server.metrics().await;
+    assert_eq!(
+        gauge(&metrics, publishes),
+        Some(before),
+        "heartbeats published a view"
+    );
+
+    let lost = json!({"status": {"allocatable": {"nvidia.com/gpu": "7"}}});
+    api.patch_status("beat-0", &PatchParams::default(), &Patch::Merge(&lost))
+        .await
+        .expect("allocatable");
+    support::wait_for(
+        "a GPU lost is published",
+        Duration::from_secs(30),
+        || async {
+            let m = server.metrics().await;
+            match (gauge(&m, publishes), gauge(&m, classes)) {
+                (Some(p), Some(c)) if p > before && c == 2.0 => Ok(()),
+                other => Err(format!("publishes, classes: {other:?}")),
+            }
+        },
+    )
+    .await;
 }
