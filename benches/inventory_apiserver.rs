@@ -82,7 +82,7 @@ async fn run(assets: &support::assets::Assets, n: usize) {
     server.wait_ready().await;
     let seen = wait_metric(
         &server,
-        "gangplank_cluster_inventory_cache_entries{cache=\"nodes\"}",
+        "gangplank_cache_entries{cache=\"nodes\"}",
         n as f64,
     )
     .await;
@@ -100,14 +100,8 @@ async fn run(assets: &support::assets::Assets, n: usize) {
     let (rss, _) = server.usage();
     let (bare_rss, _) = bare.usage();
     let metrics = server.metrics().await;
-    let classes = metric(
-        &metrics,
-        "gangplank_cluster_inventory_cache_entries{cache=\"node_classes\"}",
-    );
-    let estimated = metric(
-        &metrics,
-        "gangplank_cluster_inventory_cache_bytes{cache=\"nodes\"}",
-    );
+    let classes = metric(&metrics, "gangplank_cache_entries{cache=\"node_classes\"}");
+    let estimated = metric(&metrics, "gangplank_cache_bytes{cache=\"nodes\"}");
     println!(
         "   first list: {seen} Nodes in the index {:.1} s after serve started ({classes} classes, {:.1} MiB estimated)",
         first_list.as_secs_f64(),

@@ -161,8 +161,8 @@ async fn heartbeats_publish_nothing_and_the_caches_are_in_metrics() {
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().parse().ok())
     };
-    let nodes = "gangplank_cluster_inventory_cache_entries{cache=\"nodes\"}";
-    let classes = "gangplank_cluster_inventory_cache_entries{cache=\"node_classes\"}";
+    let nodes = "gangplank_cache_entries{cache=\"nodes\"}";
+    let classes = "gangplank_cache_entries{cache=\"node_classes\"}";
     let publishes = "gangplank_cluster_inventory_publishes_total{cache=\"summary\"}";
     support::wait_for(
         "the three nodes in the index",
@@ -170,7 +170,7 @@ async fn heartbeats_publish_nothing_and_the_caches_are_in_metrics() {
         || async {
             let m = server.metrics().await;
             match gauge(&m, nodes) {
-                Some(n) if n == 3.0 => Ok(()),
+                Some(3.0) => Ok(()),
                 other => Err(format!("nodes: {other:?}")),
             }
         },
@@ -181,11 +181,7 @@ async fn heartbeats_publish_nothing_and_the_caches_are_in_metrics() {
     let metrics = server.metrics().await;
     assert_eq!(gauge(&metrics, classes), Some(1.0), "{metrics}");
     assert!(
-        gauge(
-            &metrics,
-            "gangplank_cluster_inventory_cache_bytes{cache=\"nodes\"}"
-        )
-        .is_some_and(|b| b > 0.0),
+        gauge(&metrics, "gangplank_cache_bytes{cache=\"nodes\"}").is_some_and(|b| b > 0.0),
         "{metrics}"
     );
     let before = gauge(&metrics, publishes).expect("publishes counted");

@@ -158,4 +158,13 @@ async fn kubectl_apply_pins_every_image_with_the_pull_secrets_of_the_job_and_its
         count("pinned") >= 2 && count("unauthorized") >= 1,
         "{metrics}"
     );
+    // The resolver's caches are in /metrics: the digests pinned are held (the failure, not
+    // cacheable, is not), and the token the registry handed out.
+    let digests = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("gangplank_cache_entries{cache=\"image_digests\"} "));
+    let digests: u64 = digests
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_default();
+    assert!(digests >= 2, "{metrics}");
 }

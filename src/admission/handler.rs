@@ -290,6 +290,8 @@ const UNKNOWN_TRAINER_VERSION: &str = "trainer-unknown-version";
 
 /// Counts each image looked up by outcome, and logs the ones left unresolved.
 fn record_lookups(ctx: &Context, pinning: &crate::images::Pinning) {
+    ctx.metrics
+        .set_image_caches(ctx.images.resolver.cache_sizes());
     for r in &pinning.resolved {
         match &r.outcome {
             Ok(_) => ctx.metrics.image_lookup("pinned"),

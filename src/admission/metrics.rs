@@ -237,14 +237,14 @@ impl Metrics {
         );
         let inventory_cache = Family::<CacheLabels, Gauge>::default();
         registry.register(
-            "cluster_inventory_cache_entries",
-            "What the cluster inventory holds, by cache: nodes, node_classes, nodes_left_out (past --inventory-max-mib), claims, network_policies, namespaces",
+            "cache_entries",
+            "What the server's caches hold, by cache: the cluster inventory's nodes, node_classes, nodes_left_out (past --inventory-max-mib), claims, network_policies, namespaces; the image resolver's image_digests (imageResolution.cacheSize) and registry_tokens",
             inventory_cache.clone(),
         );
         let inventory_bytes = Family::<CacheLabels, Gauge>::default();
         registry.register(
-            "cluster_inventory_cache_bytes",
-            "Estimated bytes the cluster inventory holds, by cache (nodes, objects); bounded together by --inventory-max-mib",
+            "cache_bytes",
+            "Estimated bytes the caches hold: the cluster inventory's nodes and objects (bounded together by --inventory-max-mib), the image resolver's registry_tokens (at most 2 MiB)",
             inventory_bytes.clone(),
         );
         let inventory_publishes = Family::<CacheLabels, Counter>::default();
@@ -366,6 +366,13 @@ impl Metrics {
         self.set_cache("network_policies", sizes.network_policies);
         self.set_cache("namespaces", sizes.namespaces);
         self.set_cache_bytes("objects", sizes.bytes);
+    }
+
+    /// What the image digest resolver's caches hold: `[digests, tokens, token bytes]`.
+    pub fn set_image_caches(&self, [digests, tokens, token_bytes]: [usize; 3]) {
+        self.set_cache("image_digests", digests);
+        self.set_cache("registry_tokens", tokens);
+        self.set_cache_bytes("registry_tokens", token_bytes);
     }
 
     /// A new view of `part` (`summary` or `objects`) was published.

@@ -59,6 +59,11 @@ impl Cache {
         }
     }
 
+    /// Entries held now (fresh or not yet evicted).
+    pub fn entries(&self) -> usize {
+        self.entries.lock().map(|e| e.len()).unwrap_or_default()
+    }
+
     /// The cached outcome of `key` while it is fresh.
     pub fn get(&self, key: &str) -> Option<Outcome> {
         let mut entries = self.entries.lock().ok()?;

@@ -61,6 +61,12 @@ impl Resolver {
         }
     }
 
+    /// What the caches hold: digests (and cached failures), registry tokens, token bytes.
+    pub fn cache_sizes(&self) -> [usize; 3] {
+        let (tokens, bytes) = self.tokens.usage();
+        [self.cache.entries(), tokens, bytes]
+    }
+
     /// Looks up every image in `images` (written without a digest) concurrently, until
     /// `deadline` (at most `settings.budget` after the request began).
     pub async fn resolve_all(
