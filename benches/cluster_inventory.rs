@@ -169,6 +169,27 @@ fn cluster_inventory(c: &mut Criterion) {
         "review, 5000 nodes in 250 classes, 2000 claims and 2000 NetworkPolicies in the namespace",
         |b| b.iter(|| review::review(black_box(&with_crowd), black_box(&input))),
     );
+    // A frontier-size gang: the platform job with 1023 Workers, over 1,100 nodes in racks
+    // of 64 (each holds one pod: 8 GPUs a pod, 8 a node).
+    let mut gang = job();
+    gang["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(1023);
+    let gang = Input::create(gang, "default");
+    let frontier = Inventory {
+        nodes: (0..1_100).map(|i| node(i, 64)).collect(),
+        source: "bench".into(),
+        ..Inventory::default()
+    };
+    let with_frontier = policies().with_cluster(ClusterHandle::fixed(&frontier));
+    for set in [&without, &with_frontier] {
+        let decision = review::review(set, &gang).expect("decides");
+        assert!(decision.allowed(), "{:?}", decision.violations);
+    }
+    g.bench_function("review, 1 + 1023 gang, no inventory", |b| {
+        b.iter(|| review::review(black_box(&without), black_box(&gang)))
+    });
+    g.bench_function("review, 1 + 1023 gang, 1100 nodes in 18 classes", |b| {
+        b.iter(|| review::review(black_box(&with_frontier), black_box(&gang)))
+    });
     let nodes = inventory(20);
     let handle = ClusterHandle::default();
     g.sample_size(10);

@@ -8,9 +8,11 @@
 //!    controller (`gangplank controller`, release build) runs 16 reconciles at once.
 //!
 //! Prints both rates in objects/s, their ratio (target ≥ 80 %: the controller adds little
-//! on top of the API writes it must make), and the controller's peak RSS.
+//! on top of the API writes it must make), and the controller's peak RSS and its RSS with
+//! every job in flight.
 //!
-//! Run: `cargo bench --bench controller_throughput` (needs the kube test binaries).
+//! Run: `cargo bench --bench controller_throughput` (needs the kube test binaries);
+//! `CONTROLLER_JOBS=1000` for 1,000 jobs (8,000 pods and Services).
 //! Figures: BENCHMARKS.md.
 
 #[path = "../tests/support/mod.rs"]
@@ -25,10 +27,17 @@ use serde_json::json;
 use support::controller::Controller;
 use support::{jobs, ControlPlane, Crds};
 
-const JOBS: usize = 200;
 const WORKERS: usize = 7;
-const PODS: usize = JOBS * (WORKERS + 1);
 const IN_FLIGHT: usize = 16;
+
+/// Jobs of 1 Master + 7 Workers (`CONTROLLER_JOBS`, default 200; 1,000 for the issue 33
+/// target of 8,000 pods in flight).
+fn jobs_count() -> usize {
+    std::env::var("CONTROLLER_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
+}
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
@@ -43,12 +52,14 @@ fn main() {
 }
 
 async fn measure(control_plane: &ControlPlane) {
+    let jobs_count = jobs_count();
+    let pods_count = jobs_count * (WORKERS + 1);
     let client = control_plane.client().await;
     let raw_ns = control_plane.namespace("raw").await;
-    let raw = raw_pods(&client, &raw_ns).await;
-    let raw_rate = PODS as f64 / raw.as_secs_f64();
+    let raw = raw_pods(&client, &raw_ns, pods_count).await;
+    let raw_rate = pods_count as f64 / raw.as_secs_f64();
     println!(
-        "raw: {PODS} pods in {:.2} s = {raw_rate:.0} pods/s ({IN_FLIGHT} in flight, one client)",
+        "raw: {pods_count} pods in {:.2} s = {raw_rate:.0} pods/s ({IN_FLIGHT} in flight, one client)",
         raw.as_secs_f64()
     );
 
@@ -60,15 +71,21 @@ async fn measure(control_plane: &ControlPlane) {
     ];
     let controller = Controller::start(control_plane, "controller-bench", &args);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let (elapsed, peak_rss) = controller_run(&client, &ns, &controller).await;
-    let objects = 2 * PODS;
+    let (elapsed, peak_rss) = controller_run(&client, &ns, &controller, jobs_count).await;
+    let objects = 2 * pods_count;
     let rate = objects as f64 / elapsed.as_secs_f64();
     println!(
-        "controller: {JOBS} jobs → {PODS} pods + {PODS} Services in {:.2} s = {rate:.0} objects/s",
+        "controller: {jobs_count} jobs → {pods_count} pods + {pods_count} Services in {:.2} s = {rate:.0} objects/s",
         elapsed.as_secs_f64()
     );
     println!("ratio to the raw rate: {:.0} %", 100.0 * rate / raw_rate);
     println!("controller peak RSS: {:.1} MiB", peak_rss as f64 / 1024.0);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let settled = controller.process.server_rss_kib().unwrap_or(0);
+    println!(
+        "controller RSS 5 s later, {jobs_count} jobs in flight: {:.1} MiB",
+        settled as f64 / 1024.0
+    );
     let cpu = controller.process.server_cpu().unwrap_or_default();
     println!(
         "controller CPU (user + system, whole run): {:.2} s",
@@ -82,10 +99,10 @@ async fn measure(control_plane: &ControlPlane) {
     println!("Events recorded on the jobs: {recorded}");
 }
 
-async fn raw_pods(client: &kube::Client, ns: &str) -> Duration {
+async fn raw_pods(client: &kube::Client, ns: &str, count: usize) -> Duration {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
-    futures::stream::iter(0..PODS)
+    futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
             async move {
@@ -112,9 +129,11 @@ async fn controller_run(
     client: &kube::Client,
     ns: &str,
     controller: &Controller,
+    jobs_count: usize,
 ) -> (Duration, u64) {
+    let pods_count = jobs_count * (WORKERS + 1);
     let started = Instant::now();
-    futures::stream::iter(0..JOBS)
+    futures::stream::iter(0..jobs_count)
         .map(|i| async move {
             let mut job = jobs::pytorch_job(&format!("job-{i}"), 1);
             job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = WORKERS.into();
@@ -139,7 +158,7 @@ async fn controller_run(
             .list_metadata(&params)
             .await
             .map_or(0, |l| l.items.len());
-        if pod_count >= PODS && service_count >= PODS {
+        if pod_count >= pods_count && service_count >= pods_count {
             return (started.elapsed(), peak_rss);
         }
         assert!(

@@ -559,3 +559,39 @@ fn an_oversized_network_policy_is_left_out_and_named() {
         .collect();
     assert_eq!(names, ["deny-all"]);
 }
+
+/// A frontier-size gang, 1 + 1023 pods of 8 GPUs, over 1,100 nodes: admitted when 1,024
+/// nodes can take one pod each, refused with the count when one fewer can, whatever the
+/// other nodes (4-GPU ones that take none).
+#[test]
+fn a_gang_of_1024_pods_over_1100_nodes_is_decided_exactly() {
+    let handle = ClusterHandle::default();
+    let set = PolicySet::load(&repo().join("policies"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_cluster(handle.clone());
+    let job = gang_of(1023);
+    let cluster = |big: usize| {
+        let mut nodes = gpu_nodes("h100", big, "NVIDIA-H100-80GB-HBM3", "8");
+        nodes.extend(gpu_nodes("l4", 1100 - big, "NVIDIA-L4", "4"));
+        inventory(nodes)
+    };
+    handle.publish(&cluster(1024));
+    let verdict = review(&set, &job).unwrap_or_else(|e| panic!("{e}"));
+    let capacity: Vec<&str> = verdict
+        .violations
+        .iter()
+        .filter(|v| v.policy == "capacity")
+        .map(|v| v.msg.as_str())
+        .collect();
+    assert!(capacity.is_empty(), "1,024 nodes hold the 1,024 pods: {capacity:?}");
+
+    handle.publish(&cluster(1023));
+    let refused = capacity_messages(&set, &job);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].contains("1023 schedulable nodes can take such a pod")
+            && refused[0].contains("together they hold 1023 of them"),
+        "{}",
+        refused[0]
+    );
+}

@@ -104,9 +104,11 @@ impl Connections {
         if let Ok(mut open) = self.open.lock() {
             if open.len() >= self.max {
                 // O(n) at the bound only: one scan per accepted connection while full.
+                // Ties (connections active within the same millisecond) go to the oldest,
+                // not to whichever the map lists first.
                 let quietest = open
                     .iter()
-                    .min_by_key(|(_, s)| s.last_active.load(Ordering::Relaxed))
+                    .min_by_key(|(id, s)| (s.last_active.load(Ordering::Relaxed), **id))
                     .map(|(id, _)| *id);
                 if let Some(victim) = quietest.and_then(|id| open.remove(&id)) {
                     victim.evict.notify_one();
@@ -219,5 +221,18 @@ mod tests {
         assert_eq!(open.ok(), Some(false), "the quietest one made room");
         drop(first);
         assert_eq!(connections.len(), 1, "a dropped slot frees its place");
+    }
+
+    #[test]
+    fn connections_active_in_the_same_millisecond_evict_the_oldest() {
+        let connections = Connections::new(8);
+        let slots: Vec<Slot> = (0..8).map(|_| connections.open().0).collect();
+        for slot in &slots {
+            slot.state.last_active.store(7, Ordering::Relaxed);
+        }
+        let (_new, evicted) = connections.open();
+        assert!(evicted);
+        let open = connections.open.lock().map(|o| o.contains_key(&slots[0].id));
+        assert_eq!(open.ok(), Some(false), "the first opened made room");
     }
 }
