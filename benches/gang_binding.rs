@@ -103,7 +103,9 @@ async fn measure(plane: &ControlPlane, modes: &[(&str, &str)]) {
             ms(times[0]),
             ms(times[runs / 2]),
             ms(times[runs - 1]),
-            std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim(),
         );
     }
 }
@@ -154,6 +156,7 @@ async fn one_run(
         );
         tokio::time::sleep(poll).await;
     };
+    check_gang(client, ns, name, gang, pods_wanted).await;
     jobs::pytorch_api(client, ns)
         .delete(name, &DeleteParams::default())
         .await
@@ -188,4 +191,46 @@ async fn one_run(
         .await;
     }
     bound
+}
+
+/// What the controller made for the gang besides the pods: a Service per pod, and with a
+/// gang scheduler one PodGroup whose minMember is the whole gang.
+async fn check_gang(client: &kube::Client, ns: &str, name: &str, gang: &str, pods: usize) {
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), ns);
+    let selector = format!("training.kubeflow.org/job-name={name}");
+    let made = services
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+        .map_or(0, |l| l.items.len());
+    assert_eq!(made, pods, "{name}: a Service per pod");
+    let resource = match gang {
+        "volcano" => support::volcano::pod_group(),
+        "kubernetes" => support::scheduler::native_pod_group(),
+        _ => return,
+    };
+    let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let list = groups
+        .list(&ListParams::default())
+        .await
+        .expect("PodGroups");
+    let group = list
+        .items
+        .iter()
+        .find(|g| {
+            g.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(name))
+        })
+        .unwrap_or_else(|| panic!("{name}: no PodGroup"));
+    let min = group
+        .data
+        .pointer("/spec/minMember")
+        .or_else(|| group.data.pointer("/spec/schedulingPolicy/gang/minCount"));
+    assert_eq!(
+        min.and_then(serde_json::Value::as_u64),
+        Some(pods as u64),
+        "{name}: the PodGroup gangs every pod: {:?}",
+        group.data
+    );
 }

@@ -3,7 +3,7 @@
 //!
 //! Each size runs in a child process of its own (so RSS is that size's alone):
 //! 1. the policies are loaded and the platform job (benches/data/pytorchjob-9-platform.yaml)
-//!    is reviewed `REVIEWS` times without an inventory (p50, p99);
+//!    is reviewed `INVENTORY_REVIEWS` (2,000) times without an inventory (p50, p99);
 //! 2. the first list: N realistic Nodes (tests/support/realistic.rs: 18 KB each, 53 labels,
 //!    50 images, managedFields) are serialised as the API server sends them and decoded as
 //!    the watcher decodes them ([`NodeFacts`]) into the [`NodeIndex`], then summarised and
@@ -46,7 +46,13 @@ use serde_json::Value;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const REVIEWS: usize = 2_000;
+/// Reviews per latency measurement (`INVENTORY_REVIEWS`, default 2,000).
+fn reviews() -> usize {
+    std::env::var("INVENTORY_REVIEWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000)
+}
 /// Objects besides the Nodes (`INVENTORY_OBJECTS=claims,networkpolicies,namespaces`).
 fn object_counts() -> (usize, usize, usize) {
     let text = std::env::var("INVENTORY_OBJECTS").unwrap_or_else(|_| "50000,10000,1000".into());
@@ -65,6 +71,21 @@ const MAX_BYTES: usize = gangplank::cluster::watch::DEFAULT_MAX_MIB << 20;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    // `cargo test --all-targets` runs benches once as tests: then a smoke run of 200 nodes
+    // and a few objects, so the code path is exercised without the hours a debug build of
+    // 100,000 nodes would take.
+    let measuring = args.iter().any(|a| a == "--bench" || a.ends_with("-child"));
+    if !measuring {
+        let exe = std::env::current_exe().expect("own path");
+        let status = Command::new(exe)
+            .args(["--child", "200"])
+            .env("INVENTORY_OBJECTS", "500,100,10")
+            .env("INVENTORY_REVIEWS", "20")
+            .status()
+            .expect("child runs");
+        assert!(status.success(), "smoke run: {status}");
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--child") {
         let n = args
             .get(i + 1)
@@ -154,9 +175,9 @@ fn policies() -> PolicySet {
         .expect("shipped policies load")
 }
 
-/// p50 and p99 of `REVIEWS` reviews, µs.
+/// p50 and p99 of [`reviews`] reviews, µs.
 fn review_latency(set: &PolicySet, input: &Input) -> (f64, f64) {
-    let mut times: Vec<Duration> = (0..REVIEWS)
+    let mut times: Vec<Duration> = (0..reviews())
         .map(|_| {
             let t = Instant::now();
             let decision = review::review(set, input).expect("decides");
