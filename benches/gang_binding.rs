@@ -103,7 +103,9 @@ async fn measure(plane: &ControlPlane, modes: &[(&str, &str)]) {
             ms(times[0]),
             ms(times[runs / 2]),
             ms(times[runs - 1]),
-            std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim(),
         );
     }
 }

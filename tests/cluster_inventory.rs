@@ -583,7 +583,10 @@ fn a_gang_of_1024_pods_over_1100_nodes_is_decided_exactly() {
         .filter(|v| v.policy == "capacity")
         .map(|v| v.msg.as_str())
         .collect();
-    assert!(capacity.is_empty(), "1,024 nodes hold the 1,024 pods: {capacity:?}");
+    assert!(
+        capacity.is_empty(),
+        "1,024 nodes hold the 1,024 pods: {capacity:?}"
+    );
 
     handle.publish(&cluster(1023));
     let refused = capacity_messages(&set, &job);

@@ -232,7 +232,10 @@ mod tests {
         }
         let (_new, evicted) = connections.open();
         assert!(evicted);
-        let open = connections.open.lock().map(|o| o.contains_key(&slots[0].id));
+        let open = connections
+            .open
+            .lock()
+            .map(|o| o.contains_key(&slots[0].id));
         assert_eq!(open.ok(), Some(false), "the first opened made room");
     }
 }
