@@ -359,7 +359,7 @@ pub mod watch {
 
     /// Applies one watch event of `kind` to the catalog; `listing` holds a relist in progress.
     /// Returns the number of runtimes listed when the event completes a listing.
-    pub(super) fn apply(
+    pub fn apply(
         catalog: &RuntimeCatalog,
         kind: TrainerKind,
         listing: &mut Option<Listing>,
