@@ -164,7 +164,12 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api::<K>(client, namespace), config))
+    // managedFields (the apiserver's bookkeeping, as large as the spec it describes) is read
+    // by no reconcile: the cache does not keep it (BENCHMARKS.md, "Controller with 1,000 jobs
+    // in flight").
+    let watch =
+        watcher(api::<K>(client, namespace), config).modify(|o| o.meta_mut().managed_fields = None);
+    let stream = reflector::reflector(writer, watch)
         .default_backoff()
         .touched_objects();
     (store, stream)

@@ -72,6 +72,42 @@ fn entry_of(object: &Value) -> Option<(TrainerKind, (String, String))> {
     Some((kind, (namespace, text("/metadata/name").to_string())))
 }
 
+/// A listing of one runtime kind being received (a watch's Init .. InitDone): kept apart from
+/// the catalog, which serves the last complete listing until [`RuntimeCatalog::swap`].
+#[derive(Debug)]
+pub struct Listing {
+    kind: TrainerKind,
+    fresh: State,
+}
+
+impl Listing {
+    pub fn new(kind: TrainerKind) -> Listing {
+        Listing {
+            kind,
+            fresh: State::default(),
+        }
+    }
+
+    /// Adds `object` if it is a runtime of this listing's kind; returns whether it was one.
+    pub fn add(&mut self, object: Value) -> bool {
+        match entry_of(&object).filter(|(k, _)| *k == self.kind) {
+            Some((k, key)) => {
+                self.fresh.put(k, key, Arc::new(object));
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.fresh.cluster.len() + self.fresh.namespaced.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeCatalog(Arc<RwLock<State>>);
 
@@ -126,12 +162,17 @@ impl RuntimeCatalog {
     /// Replaces one kind's runtimes with a complete listing (a watch cache's contents), in
     /// one swap: a lookup never sees the kind half filled.
     pub fn replace(&self, kind: TrainerKind, objects: Vec<Value>, source: &str) {
-        let mut fresh = State::default();
-        for object in &objects {
-            if let Some((k, key)) = entry_of(object).filter(|(k, _)| *k == kind) {
-                fresh.put(k, key, Arc::new(object.clone()));
-            }
+        let mut listing = Listing::new(kind);
+        for object in objects {
+            listing.add(object);
         }
+        self.swap(listing, source);
+    }
+
+    /// Puts a complete listing of one kind in place of what the catalog had of it, in one
+    /// swap (the maps are moved, not copied).
+    pub fn swap(&self, listing: Listing, source: &str) {
+        let Listing { kind, fresh } = listing;
         let mut state = self.write();
         match kind {
             TrainerKind::ClusterTrainingRuntime => {
@@ -143,6 +184,31 @@ impl RuntimeCatalog {
                 state.namespaced_source = Some(source.into());
             }
             TrainerKind::TrainJob => {}
+        }
+    }
+
+    /// Adds or replaces one runtime of `kind` (a watch's Apply); returns whether it was one.
+    /// Takes `object` by value: the catalog keeps it and no copy.
+    pub fn apply(&self, kind: TrainerKind, object: Value) -> bool {
+        match entry_of(&object).filter(|(k, _)| *k == kind) {
+            Some((k, key)) => {
+                self.write().put(k, key, Arc::new(object));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes one runtime of `kind` (a watch's Delete); returns whether it was there.
+    pub fn remove(&self, kind: TrainerKind, object: &Value) -> bool {
+        let Some((_, (namespace, name))) = entry_of(object).filter(|(k, _)| *k == kind) else {
+            return false;
+        };
+        let mut state = self.write();
+        match kind {
+            TrainerKind::ClusterTrainingRuntime => state.cluster.remove(&name).is_some(),
+            TrainerKind::TrainingRuntime => state.namespaced.remove(&(namespace, name)).is_some(),
+            TrainerKind::TrainJob => false,
         }
     }
 
@@ -232,9 +298,9 @@ pub mod watch {
 
     use futures::StreamExt;
     use kube::api::{Api, ApiResource, DynamicObject};
-    use kube::runtime::{reflector, watcher, WatchStreamExt};
+    use kube::runtime::{watcher, WatchStreamExt};
 
-    use super::RuntimeCatalog;
+    use super::{Listing, RuntimeCatalog};
     use crate::trainer::{TrainerKind, GROUP, VERSION};
 
     fn resource(kind: TrainerKind) -> ApiResource {
@@ -262,32 +328,79 @@ pub mod watch {
         futures::future::join_all(watches).await;
     }
 
+    /// One kind's watch, applied to the catalog event by event: the catalog's map is the only
+    /// copy of each runtime (no reflector store beside it), and an event costs the one runtime
+    /// it names. A relist (Init .. InitDone, after a start or a 410 Gone) is gathered apart;
+    /// the catalog serves the last complete listing until InitDone swaps the new one in.
     async fn watch_kind(client: kube::Client, catalog: RuntimeCatalog, kind: TrainerKind) {
         let ar = resource(kind);
         let api: Api<DynamicObject> = Api::all_with(client, &ar);
-        let writer = reflector::store::Writer::new(ar.clone());
-        let store = writer.as_reader();
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        // managedFields is the apiserver's bookkeeping, which no policy judges (see
+        // review::input): not kept.
+        let stream = watcher(api, watcher::Config::default())
+            .modify(|o| o.metadata.managed_fields = None)
             .default_backoff();
         futures::pin_mut!(stream);
+        let mut listing: Option<Listing> = None;
         while let Some(event) = stream.next().await {
             match event {
-                // Until the first list is complete the store is partial: a lookup then
-                // says the runtimes are not listed yet, never that one does not exist.
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => {
-                    let objects = store
-                        .state()
-                        .iter()
-                        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-                        .collect();
-                    catalog.replace(kind, objects, "the cluster");
-                    catalog.set_stale(None);
+                Ok(event) => {
+                    if let Some(listed) = apply(&catalog, kind, &mut listing, event) {
+                        tracing::debug!(kind = kind.as_str(), runtimes = listed, "runtimes listed");
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(kind = kind.as_str(), error = %e, "runtime watch failed");
                     catalog.set_stale(Some(format!("the watch of {} is failing: {e}", ar.plural)));
                 }
+            }
+        }
+    }
+
+    /// Applies one watch event of `kind` to the catalog; `listing` holds a relist in progress.
+    /// Returns the number of runtimes listed when the event completes a listing.
+    pub fn apply(
+        catalog: &RuntimeCatalog,
+        kind: TrainerKind,
+        listing: &mut Option<Listing>,
+        event: watcher::Event<DynamicObject>,
+    ) -> Option<usize> {
+        let value = |o: DynamicObject| serde_json::to_value(o).ok();
+        match event {
+            // Until a listing is complete it is partial: the catalog keeps serving the last
+            // complete one (or, before the first, says the runtimes are not listed yet,
+            // never that one does not exist).
+            watcher::Event::Init => {
+                *listing = Some(Listing::new(kind));
+                None
+            }
+            watcher::Event::InitApply(o) => {
+                let pending = listing.get_or_insert_with(|| Listing::new(kind));
+                if let Some(v) = value(o) {
+                    pending.add(v);
+                }
+                None
+            }
+            watcher::Event::InitDone => {
+                let done = listing.take().unwrap_or_else(|| Listing::new(kind));
+                let listed = done.len();
+                catalog.swap(done, "the cluster");
+                catalog.set_stale(None);
+                Some(listed)
+            }
+            watcher::Event::Apply(o) => {
+                if let Some(v) = value(o) {
+                    catalog.apply(kind, v);
+                }
+                catalog.set_stale(None);
+                None
+            }
+            watcher::Event::Delete(o) => {
+                if let Some(v) = value(o) {
+                    catalog.remove(kind, &v);
+                }
+                catalog.set_stale(None);
+                None
             }
         }
     }
@@ -329,5 +442,93 @@ mod tests {
         assert!(found(&catalog, "ClusterTrainingRuntime", "new"));
         assert!(found(&catalog, "TrainingRuntime", "local"));
         assert!(!found(&catalog, "TrainingRuntime", "not-this-kind"));
+    }
+
+    fn object(kind: &str, name: &str) -> kube::api::DynamicObject {
+        serde_json::from_value(runtime(kind, name)).expect("a runtime is a DynamicObject")
+    }
+
+    #[test]
+    fn a_relist_keeps_serving_the_last_complete_listing_until_it_is_done() {
+        use kube::runtime::watcher::Event;
+        let catalog = RuntimeCatalog::default();
+        let kind = TrainerKind::ClusterTrainingRuntime;
+        let mut listing = None;
+        let mut feed = |event| watch::apply(&catalog, kind, &mut listing, event);
+        let ctr = "ClusterTrainingRuntime";
+        assert_eq!(feed(Event::Init), None);
+        feed(Event::InitApply(object(ctr, "a")));
+        feed(Event::InitApply(object(ctr, "b")));
+        // The first listing is not complete yet: not listed, rather than "does not exist".
+        let reference = |name: &str| RuntimeRef {
+            api_group: crate::trainer::GROUP.into(),
+            kind: ctr.into(),
+            name: name.into(),
+        };
+        match catalog.lookup(&reference("a"), "team") {
+            Lookup::Missing(m) => assert!(m.contains("is not known here"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(feed(Event::InitDone), Some(2));
+        feed(Event::Apply(object(ctr, "c")));
+        feed(Event::Delete(object(ctr, "b")));
+        catalog.set_stale(Some(
+            "the watch of clustertrainingruntimes is failing: 410 Gone".into(),
+        ));
+        let names = |catalog: &RuntimeCatalog| {
+            ["a", "b", "c", "d"]
+                .into_iter()
+                .filter(|n| found(catalog, ctr, n))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&catalog), ["a", "c"]);
+
+        // A relist (after 410 Gone): while it runs the last complete view is served, marked stale.
+        let mut listing = None;
+        let mut feed = |event| watch::apply(&catalog, kind, &mut listing, event);
+        feed(Event::Init);
+        feed(Event::InitApply(object(ctr, "c")));
+        assert_eq!(names(&catalog), ["a", "c"]);
+        match catalog.lookup(&reference("a"), "team") {
+            Lookup::Found(_, Some(stale)) => assert!(stale.contains("410 Gone"), "{stale}"),
+            other => panic!("{other:?}"),
+        }
+        feed(Event::InitApply(object(ctr, "d")));
+        assert_eq!(names(&catalog), ["a", "c"]);
+        assert_eq!(feed(Event::InitDone), Some(2));
+        assert_eq!(names(&catalog), ["c", "d"]);
+        assert!(matches!(
+            catalog.lookup(&reference("c"), "team"),
+            Lookup::Found(_, None)
+        ));
+        match catalog.lookup(&reference("a"), "team") {
+            Lookup::Missing(m) => assert!(m.contains("does not exist"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn watch_events_of_the_other_kind_are_not_taken() {
+        use kube::runtime::watcher::Event;
+        let catalog = RuntimeCatalog::default();
+        let mut listing = None;
+        let kind = TrainerKind::TrainingRuntime;
+        watch::apply(&catalog, kind, &mut listing, Event::Init);
+        watch::apply(
+            &catalog,
+            kind,
+            &mut listing,
+            Event::InitApply(object("TrainingRuntime", "t")),
+        );
+        watch::apply(
+            &catalog,
+            kind,
+            &mut listing,
+            Event::InitApply(object("ClusterTrainingRuntime", "x")),
+        );
+        watch::apply(&catalog, kind, &mut listing, Event::InitDone);
+        assert!(found(&catalog, "TrainingRuntime", "t"));
+        assert!(!found(&catalog, "ClusterTrainingRuntime", "x"));
+        assert_eq!(catalog.len(), 1);
     }
 }
