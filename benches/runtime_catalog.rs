@@ -150,14 +150,17 @@ fn mib(b: usize) -> f64 {
 }
 
 fn main() {
+    // `cargo test --all-targets` runs benches once as tests, in debug: a smoke run of a few
+    // runtimes then, the measurement under `cargo bench` only.
+    let measuring = std::env::args().any(|a| a == "--bench");
     let n: usize = std::env::var("RUNTIMES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+        .unwrap_or(if measuring { 1000 } else { 20 });
     let updates: usize = std::env::var("UPDATES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+        .unwrap_or(if measuring { 200 } else { 5 });
     let kind = TrainerKind::ClusterTrainingRuntime;
     let sent = serde_json::to_vec(&runtime(0))
         .map(|b| b.len())
