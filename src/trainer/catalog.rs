@@ -445,7 +445,8 @@ mod tests {
     }
 
     fn object(kind: &str, name: &str) -> kube::api::DynamicObject {
-        serde_json::from_value(runtime(kind, name)).expect("a runtime is a DynamicObject")
+        serde_json::from_value(runtime(kind, name))
+            .unwrap_or_else(|e| panic!("a runtime is a DynamicObject: {e}"))
     }
 
     #[test]
