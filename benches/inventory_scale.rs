@@ -71,55 +71,56 @@ const MAX_BYTES: usize = gangplank::cluster::watch::DEFAULT_MAX_MIB << 20;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let exe = std::env::current_exe().expect("own path");
     // `cargo test --all-targets` runs benches once as tests: then a smoke run of 200 nodes
     // and a few objects, so the code path is exercised without the hours a debug build of
     // 100,000 nodes would take.
     let measuring = args.iter().any(|a| a == "--bench" || a.ends_with("-child"));
     if !measuring {
-        let exe = std::env::current_exe().expect("own path");
-        let status = Command::new(exe)
-            .args(["--child", "200"])
-            .env("INVENTORY_OBJECTS", "500,100,10")
-            .env("INVENTORY_REVIEWS", "20")
-            .status()
-            .expect("child runs");
-        assert!(status.success(), "smoke run: {status}");
-        return;
+        let smoke = [
+            ("INVENTORY_OBJECTS", "500,100,10"),
+            ("INVENTORY_REVIEWS", "20"),
+        ];
+        return run_child(&exe, "--child", 200, &smoke);
     }
-    if let Some(i) = args.iter().position(|a| a == "--child") {
-        let n = args
-            .get(i + 1)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(10_000);
+    if let Some(n) = size_after(&args, "--child") {
         return child(n);
     }
-    if let Some(i) = args.iter().position(|a| a == "--whole-child") {
-        let n = args
-            .get(i + 1)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(10_000);
+    if let Some(n) = size_after(&args, "--whole-child") {
         return whole_child(n);
     }
-    let sizes = std::env::var("INVENTORY_SIZES").unwrap_or_else(|_| "10000,30000,100000".into());
-    let exe = std::env::current_exe().expect("own path");
-    for n in sizes
-        .split(',')
-        .filter_map(|s| s.trim().parse::<usize>().ok())
-    {
-        run_child(&exe, "--child", n);
+    for n in sizes("INVENTORY_SIZES", "10000,30000,100000") {
+        run_child(&exe, "--child", n, &[]);
     }
-    let whole = std::env::var("INVENTORY_WHOLE_SIZES").unwrap_or_else(|_| "10000,30000".into());
-    for n in whole
-        .split(',')
-        .filter_map(|s| s.trim().parse::<usize>().ok())
-    {
-        run_child(&exe, "--whole-child", n);
+    for n in sizes("INVENTORY_WHOLE_SIZES", "10000,30000") {
+        run_child(&exe, "--whole-child", n, &[]);
     }
 }
 
-fn run_child(exe: &Path, mode: &str, n: usize) {
+/// The node count after `flag` (10,000 when it is missing or not a number), if `flag` is
+/// among `args`.
+fn size_after(args: &[String], flag: &str) -> Option<usize> {
+    let i = args.iter().position(|a| a == flag)?;
+    Some(
+        args.get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000),
+    )
+}
+
+/// The node counts listed in the environment variable `var` (comma-separated), or `default`.
+fn sizes(var: &str, default: &str) -> Vec<usize> {
+    let text = std::env::var(var).unwrap_or_else(|_| default.into());
+    text.split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
+/// Runs this bench again as `mode n` in a process of its own, with `env` added.
+fn run_child(exe: &Path, mode: &str, n: usize, env: &[(&str, &str)]) {
     let status = Command::new(exe)
         .args([mode, &n.to_string()])
+        .envs(env.iter().copied())
         .status()
         .expect("child runs");
     assert!(status.success(), "{mode} {n}: {status}");

@@ -15,7 +15,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use gangplank::trainer::catalog::{watch, RuntimeCatalog};
+use gangplank::trainer::catalog::{watch, Listing, RuntimeCatalog};
 use gangplank::trainer::TrainerKind;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::{reflector, watcher::Event};
@@ -203,16 +203,7 @@ fn main() {
         let base = live();
         let catalog = RuntimeCatalog::default();
         let mut listing = None;
-        watch::apply(&catalog, kind, &mut listing, Event::Init);
-        for i in 0..n {
-            watch::apply(
-                &catalog,
-                kind,
-                &mut listing,
-                Event::InitApply(as_watched(object(runtime(i)))),
-            );
-        }
-        watch::apply(&catalog, kind, &mut listing, Event::InitDone);
+        list_all(&catalog, kind, &mut listing, n, || {});
         let held = live() - base;
         let start = Instant::now();
         for u in 0..updates {
@@ -226,21 +217,27 @@ fn main() {
         let per = start.elapsed() / updates as u32;
         println!("after (catalog only, events applied): {:.2} MiB live heap, {:.1} KiB per runtime; {:?} per Apply event (incl. building the event)", mib(held), held as f64 / 1024.0 / n as f64, per);
         // A relist: the old listing is served while the new one is gathered; peak = both.
-        let before_relist = live();
         let mut peak = 0;
-        watch::apply(&catalog, kind, &mut listing, Event::Init);
-        for i in 0..n {
-            watch::apply(
-                &catalog,
-                kind,
-                &mut listing,
-                Event::InitApply(as_watched(object(runtime(i)))),
-            );
-            peak = peak.max(live());
-        }
-        watch::apply(&catalog, kind, &mut listing, Event::InitDone);
+        list_all(&catalog, kind, &mut listing, n, || peak = peak.max(live()));
         println!("after, during a relist: peak {:.2} MiB live heap (last listing served + the new one gathered), {:.2} MiB once swapped", mib(peak - base), mib(live() - base));
-        let _ = before_relist;
         assert_eq!(catalog.len(), n);
     }
+}
+
+/// A complete listing of `n` runtimes as the watch gets it (Init, an InitApply each,
+/// InitDone), applied by the watch's own code; `after_each` runs after every InitApply.
+fn list_all(
+    catalog: &RuntimeCatalog,
+    kind: TrainerKind,
+    listing: &mut Option<Listing>,
+    n: usize,
+    mut after_each: impl FnMut(),
+) {
+    watch::apply(catalog, kind, listing, Event::Init);
+    for i in 0..n {
+        let object = as_watched(object(runtime(i)));
+        watch::apply(catalog, kind, listing, Event::InitApply(object));
+        after_each();
+    }
+    watch::apply(catalog, kind, listing, Event::InitDone);
 }

@@ -171,22 +171,34 @@ fn gang_of(workers: u32) -> Input {
     )
 }
 
-fn capacity_messages(set: &PolicySet, input: &Input) -> Vec<String> {
+/// The capacity policy's findings, refusals and warnings alike, with their action.
+fn capacity_findings(set: &PolicySet, input: &Input) -> Vec<(Action, String)> {
     review(set, input)
         .unwrap_or_else(|e| panic!("{e}"))
         .violations
         .iter()
         .filter(|v| v.policy == "capacity")
-        .map(|v| v.msg.clone())
+        .map(|v| (v.action, v.msg.clone()))
         .collect()
 }
 
-#[test]
-fn a_published_inventory_reaches_the_compiled_set_and_staleness_is_said() {
+fn capacity_messages(set: &PolicySet, input: &Input) -> Vec<String> {
+    let findings = capacity_findings(set, input);
+    findings.into_iter().map(|(_, msg)| msg).collect()
+}
+
+/// The shipped policies, reading `data.cluster` from the handle returned beside them.
+fn shipped_with_cluster() -> (ClusterHandle, PolicySet) {
     let handle = ClusterHandle::default();
     let set = PolicySet::load(&repo().join("policies"))
         .unwrap_or_else(|e| panic!("{e}"))
         .with_cluster(handle.clone());
+    (handle, set)
+}
+
+#[test]
+fn a_published_inventory_reaches_the_compiled_set_and_staleness_is_said() {
+    let (handle, set) = shipped_with_cluster();
     let job = gang_of(7);
     assert!(capacity_messages(&set, &job).is_empty(), "no inventory yet");
 
@@ -216,23 +228,14 @@ fn a_published_inventory_reaches_the_compiled_set_and_staleness_is_said() {
 
 #[test]
 fn an_inventory_past_its_memory_bound_refuses_nothing_and_warns_capacity_unknown() {
-    let handle = ClusterHandle::default();
-    let set = PolicySet::load(&repo().join("policies"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .with_cluster(handle.clone());
+    let (handle, set) = shipped_with_cluster();
     let job = gang_of(7);
     let mut partial = inventory(gpu_nodes("gpu", 6, "H100", "8"));
     partial.incomplete = Some(
         "the inventory reached its memory bound (160 MiB, --inventory-max-mib) and leaves 94000 of 100000 nodes out: capacity is unknown".into(),
     );
     handle.publish(&partial);
-    let verdict = review(&set, &job).unwrap_or_else(|e| panic!("{e}"));
-    let capacity: Vec<(Action, &str)> = verdict
-        .violations
-        .iter()
-        .filter(|v| v.policy == "capacity")
-        .map(|v| (v.action, v.msg.as_str()))
-        .collect();
+    let capacity = capacity_findings(&set, &job);
     assert_eq!(capacity.len(), 1, "{capacity:?}");
     assert_eq!(
         capacity[0].0,
@@ -565,10 +568,7 @@ fn an_oversized_network_policy_is_left_out_and_named() {
 /// other nodes (4-GPU ones that take none).
 #[test]
 fn a_gang_of_1024_pods_over_1100_nodes_is_decided_exactly() {
-    let handle = ClusterHandle::default();
-    let set = PolicySet::load(&repo().join("policies"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .with_cluster(handle.clone());
+    let (handle, set) = shipped_with_cluster();
     let job = gang_of(1023);
     let cluster = |big: usize| {
         let mut nodes = gpu_nodes("h100", big, "NVIDIA-H100-80GB-HBM3", "8");
@@ -576,13 +576,7 @@ fn a_gang_of_1024_pods_over_1100_nodes_is_decided_exactly() {
         inventory(nodes)
     };
     handle.publish(&cluster(1024));
-    let verdict = review(&set, &job).unwrap_or_else(|e| panic!("{e}"));
-    let capacity: Vec<&str> = verdict
-        .violations
-        .iter()
-        .filter(|v| v.policy == "capacity")
-        .map(|v| v.msg.as_str())
-        .collect();
+    let capacity = capacity_messages(&set, &job);
     assert!(
         capacity.is_empty(),
         "1,024 nodes hold the 1,024 pods: {capacity:?}"

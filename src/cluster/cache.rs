@@ -68,7 +68,8 @@ type Key = (Box<str>, Box<str>);
 /// The objects of one kind, as the watch last listed and updated them.
 #[derive(Debug)]
 pub struct Cache {
-    kind: &'static str,
+    /// The kind's name, for [`strip`].
+    kind: String,
     live: HashMap<Key, Arc<Kept>>,
     /// A relist being built; swapped in when complete.
     relist: Option<HashMap<Key, Arc<Kept>>>,
@@ -77,9 +78,9 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn new(kind: &'static str) -> Cache {
+    pub fn new(kind: impl Into<String>) -> Cache {
         Cache {
-            kind,
+            kind: kind.into(),
             live: HashMap::new(),
             relist: None,
             listed: false,
@@ -88,7 +89,7 @@ impl Cache {
 
     /// Adds or replaces `object`; true when the view changed (new, or a new version).
     pub fn apply(&mut self, object: DynamicObject) -> bool {
-        let kept = Kept::of(self.kind, object);
+        let kept = Kept::of(&self.kind, object);
         let key = (kept.namespace.clone(), kept.name.clone());
         if let Some(relist) = self.relist.as_mut() {
             relist.insert(key, Arc::new(kept));

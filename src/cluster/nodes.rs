@@ -249,7 +249,8 @@ impl NodeIndex {
     }
 
     /// Whether a relist is being built (the view served is the last complete one).
-    pub fn relisting(&self) -> bool {
+    #[cfg(test)]
+    fn relisting(&self) -> bool {
         self.relist.is_some()
     }
 
@@ -308,7 +309,7 @@ impl NodeIndex {
     }
 
     fn cost_of(&self, name: &str, key: &str, class: &Class) -> usize {
-        let node = name.len() * 2 + NODE_OVERHEAD;
+        let node = member_bytes(name, &[]);
         if self.groups.contains_key(key) {
             node
         } else {
@@ -336,8 +337,7 @@ impl NodeIndex {
             group.names.insert(name.clone());
             group.class.size = group.names.len();
         }
-        self.bytes +=
-            name.len() * 2 + NODE_OVERHEAD + problems.iter().map(String::len).sum::<usize>();
+        self.bytes += member_bytes(&name, &problems);
         self.nodes.insert(
             name,
             Member {
@@ -352,10 +352,9 @@ impl NodeIndex {
         let Some((name, member)) = self.nodes.remove_entry(name) else {
             return false;
         };
-        let problem_bytes: usize = member.problems.iter().map(String::len).sum();
         self.bytes = self
             .bytes
-            .saturating_sub(name.len() * 2 + NODE_OVERHEAD + problem_bytes);
+            .saturating_sub(member_bytes(&name, &member.problems));
         if let Some(group) = self.groups.get_mut(&member.class) {
             group.names.remove(&name);
             group.class.size = group.names.len();
@@ -366,6 +365,12 @@ impl NodeIndex {
         }
         true
     }
+}
+
+/// Estimated bytes of one node's entry: its name (in the map and its class's set, one
+/// allocation counted twice for the hostnames map's share), its problems, the overhead.
+fn member_bytes(name: &str, problems: &[String]) -> usize {
+    name.len() * 2 + NODE_OVERHEAD + problems.iter().map(String::len).sum::<usize>()
 }
 
 /// Estimated bytes of a class: its key, its labels, taints and allocatable, map overhead.

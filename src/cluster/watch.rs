@@ -155,7 +155,7 @@ pub async fn run(
         (namespaces, NAMESPACED[2]),
     ]
     .map(|(resource, what)| {
-        let cache = Arc::new(Mutex::new(Cache::new(cache_kind(&resource))));
+        let cache = Arc::new(Mutex::new(Cache::new(resource.kind.clone())));
         let watch = watch_cached(
             client.clone(),
             resource,
@@ -229,15 +229,6 @@ pub async fn run(
 /// The watches of the namespaced objects ([`Incremental`] indexes them): their events mark
 /// only those as changed, so a claim created does not summarise the Nodes again.
 const NAMESPACED: [&str; 3] = ["PersistentVolumeClaims", "NetworkPolicies", "Namespaces"];
-
-/// The kind of a namespaced resource, as [`Cache`] keeps it (for [`strip`]).
-fn cache_kind(resource: &ApiResource) -> &'static str {
-    match resource.kind.as_str() {
-        "PersistentVolumeClaim" => "PersistentVolumeClaim",
-        "NetworkPolicy" => "NetworkPolicy",
-        _ => "Namespace",
-    }
-}
 
 /// PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces (built in, so
 /// always served; a cache stays unknown while the webhook may not list its kind).
@@ -382,23 +373,63 @@ const NODE_PAGE: u32 = 100;
 async fn watch_nodes(client: kube::Client, nodes: Nodes, pending: Shared) {
     let config = watcher::Config::default().page_size(NODE_PAGE);
     let stream = watcher(Api::<NodeFacts>::all(client), config).default_backoff();
-    let apply = |event: &watcher::Event<NodeFacts>| {
-        let mut index = lock(&nodes);
-        match event {
-            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => index.apply(node),
-            watcher::Event::Delete(node) => node
-                .metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| index.delete(n)),
-            watcher::Event::Init => {
-                index.begin_relist();
-                false
-            }
-            watcher::Event::InitDone => index.end_relist(),
+    drive(stream, pending, "Nodes", |event| {
+        feed(&mut *lock(&nodes), event)
+    })
+    .await;
+}
+
+/// A view kept from one watch's events, a relist built aside and swapped in complete
+/// ([`NodeIndex`], [`Cache`]). Each method says whether the view changed.
+trait WatchView<K> {
+    fn apply(&mut self, object: &K) -> bool;
+    fn delete(&mut self, object: &K) -> bool;
+    fn begin_relist(&mut self);
+    fn end_relist(&mut self) -> bool;
+}
+
+/// Feeds one watch event to `view`; true when the view changed.
+fn feed<K, V: WatchView<K>>(view: &mut V, event: &watcher::Event<K>) -> bool {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => view.apply(o),
+        watcher::Event::Delete(o) => view.delete(o),
+        watcher::Event::Init => {
+            view.begin_relist();
+            false
         }
-    };
-    drive(stream, pending.clone(), "Nodes", apply).await;
+        watcher::Event::InitDone => view.end_relist(),
+    }
+}
+
+impl WatchView<NodeFacts> for NodeIndex {
+    fn apply(&mut self, node: &NodeFacts) -> bool {
+        NodeIndex::apply(self, node)
+    }
+    fn delete(&mut self, node: &NodeFacts) -> bool {
+        let name = node.metadata.name.as_deref();
+        name.is_some_and(|n| NodeIndex::delete(self, n))
+    }
+    fn begin_relist(&mut self) {
+        NodeIndex::begin_relist(self);
+    }
+    fn end_relist(&mut self) -> bool {
+        NodeIndex::end_relist(self)
+    }
+}
+
+impl WatchView<DynamicObject> for Cache {
+    fn apply(&mut self, object: &DynamicObject) -> bool {
+        Cache::apply(self, object.clone())
+    }
+    fn delete(&mut self, object: &DynamicObject) -> bool {
+        Cache::delete(self, object)
+    }
+    fn begin_relist(&mut self) {
+        Cache::begin_relist(self);
+    }
+    fn end_relist(&mut self) -> bool {
+        Cache::end_relist(self)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -471,19 +502,10 @@ async fn watch_cached(
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     wait_listable(&api, what).await;
     let stream = watcher(api, watcher::Config::default()).default_backoff();
-    let apply = |event: &watcher::Event<DynamicObject>| {
-        let mut cache = lock(&cache);
-        match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => cache.apply(o.clone()),
-            watcher::Event::Delete(o) => cache.delete(o),
-            watcher::Event::Init => {
-                cache.begin_relist();
-                false
-            }
-            watcher::Event::InitDone => cache.end_relist(),
-        }
-    };
-    drive(stream, pending, what, apply).await;
+    drive(stream, pending, what, |event| {
+        feed(&mut *lock(&cache), event)
+    })
+    .await;
 }
 
 fn stale_reason(p: &Pending) -> Option<String> {
@@ -518,18 +540,7 @@ mod tests {
         let nodes: Nodes = Arc::new(Mutex::new(NodeIndex::new(usize::MAX)));
         let (tx, rx) = futures::channel::mpsc::unbounded();
         let index = nodes.clone();
-        let apply = move |event: &Event<NodeFacts>| {
-            let mut index = lock(&index);
-            match event {
-                Event::Apply(n) | Event::InitApply(n) => index.apply(n),
-                Event::Delete(_) => false,
-                Event::Init => {
-                    index.begin_relist();
-                    false
-                }
-                Event::InitDone => index.end_relist(),
-            }
-        };
+        let apply = move |event: &Event<NodeFacts>| feed(&mut *lock(&index), event);
         let driving = tokio::spawn(drive(rx, pending.clone(), "Nodes", apply));
         let step = |event: Result<Event<NodeFacts>, watcher::Error>| {
             tx.unbounded_send(event).expect("send");
