@@ -359,7 +359,7 @@ joint_sets contains m if {
 	some m in numbers.range(3, bits.lsh(1, n) - 1)
 	members := set_members(m)
 	count(members) >= 2
-	every i in members { count(overlaps[i]) > 0 }
+	count([i | some i in members; count(overlaps[i]) == 0]) == 0
 }
 
 set_members(m) := [i | some i, _ in groups; bits.and(m, bits.lsh(1, i)) != 0]
@@ -368,7 +368,7 @@ set_members(m) := [i | some i, _ in groups; bits.and(m, bits.lsh(1, i)) != 0]
 joint := {m: {"members": members, "reach": within, "short": short, "hall": hall} |
 	some m in joint_sets
 	members := set_members(m)
-	every i in members { fits_alone(i) }
+	count([i | some i in members; not fits_alone(i)]) == 0
 	within := union({groups[i].reach | some i in members})
 	short := [s |
 		some name in {k | some i in members; some k, _ in groups[i].demand}
@@ -382,13 +382,13 @@ joint := {m: {"members": members, "reach": within, "short": short, "hall": hall}
 }
 
 limited(within, name) if {
-	every c in within { limits(classes[c].allocatable, name) }
+	count([c | some c in within; not limits(classes[c].allocatable, name)]) == 0
 }
 
 # Groups of one pod size: the pods the shared nodes hold (Hall's condition on node slots).
 hall_short(members, within) := {"need": need, "have": have} if {
 	d := groups[members[0]].demand
-	every i in members { groups[i].demand == d }
+	count({groups[i].demand | some i in members}) == 1
 	need := sum([groups[i].pods | some i in members])
 	have := floor(params.capacityFraction * sum([x | some c in within; x := classes[c].size * per_node(d, classes[c].allocatable)]))
 	need > have
@@ -473,7 +473,7 @@ warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 
 # Same size, wider reach: the others should select the same nodes (or none of these).
 fix(g, rivals) := sprintf("give %s the same nodeSelector and tolerations as %s, or ones that keep it off %s's nodes", [concat(" and ", [type_names(h) | some h in rivals]), type_names(g), type_names(g)]) if {
-	every h in rivals { h.demand == g.demand }
+	count([h | some h in rivals; h.demand != g.demand]) == 0
 } else := sprintf("the gang's pods of different sizes share %d nodes; kube-scheduler places them one at a time, spreading them, and may not find the packing: give %s a nodeSelector for nodes of their own", [nodes_in(g.reach & union({h.reach | some h in rivals})), concat(" and ", [type_names(h) | some h in rivals])])
 
 warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {

@@ -176,12 +176,8 @@ namespace_selected(sel) if {
 }
 
 names_only_name(sel) if {
-	every k, _ in match_labels(sel) {
-		k == "kubernetes.io/metadata.name"
-	}
-	every e in match_expressions(sel) {
-		e.key == "kubernetes.io/metadata.name"
-	}
+	count([k | some k, _ in match_labels(sel); k != "kubernetes.io/metadata.name"]) == 0
+	count([e | some e in match_expressions(sel); e.key != "kubernetes.io/metadata.name"]) == 0
 }
 
 # A label selector (metav1.LabelSelector) against labels: null or {} selects everything.
@@ -189,12 +185,8 @@ selector_matches(sel, _) if sel == null
 
 selector_matches(sel, labels) if {
 	is_object(sel)
-	every k, v in match_labels(sel) {
-		labels[k] == v
-	}
-	every e in match_expressions(sel) {
-		expression_matches(e, labels)
-	}
+	count([k | some k, v in match_labels(sel); object.get(labels, k, null) != v]) == 0
+	count([e | some e in match_expressions(sel); not expression_matches(e, labels)]) == 0
 }
 
 match_labels(sel) := m if {

@@ -44,9 +44,7 @@ runtime if input.job.kind in {"TrainingRuntime", "ClusterTrainingRuntime"}
 trainer_pods := sum([r.replicas | some r in input.job.replicas; r.role != "initializer"])
 
 self_ganged if {
-	every r in input.job.replicas {
-		r.schedulerName in params.gangSchedulers
-	}
+	count([r | some r in input.job.replicas; not r.schedulerName in params.gangSchedulers]) == 0
 }
 
 no_gang if {
@@ -102,11 +100,14 @@ PATCH_MANAGER := "gangplank.dev/native-gang"
 
 in_native_gang(r) if {
 	r.role != "initializer"
-	every d in r.step.dependsOn {
-		some x in input.job.replicas
-		x.key == d.name
-		x.role == "initializer"
-	}
+	is_array(r.step.dependsOn)
+	count([d | some d in r.step.dependsOn; not initializer_step(d.name)]) == 0
+}
+
+initializer_step(name) if {
+	some x in input.job.replicas
+	x.key == name
+	x.role == "initializer"
 }
 
 native_members := [r | some r in input.job.replicas; in_native_gang(r)]

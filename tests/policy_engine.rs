@@ -275,6 +275,41 @@ fn the_engine_variable_forces_the_interpreter() {
     );
 }
 
+/// `every` with a body that indexes by the loop variable: regorus 0.14.1's VM answers it as
+/// `some` (here: true, because group 0's demand is 1), the interpreter as OPA does (false).
+const EVERY_BY_INDEX: &str = r#"package gangplank.policies.uniform
+
+import rego.v1
+
+meta := {"title": "Uniform", "description": "every", "action": "deny", "params": {}}
+
+demands := [1, 2]
+
+uniform if {
+	d := demands[0]
+	every i in [0, 1] { demands[i] == d }
+}
+
+violation contains {"path": "", "msg": "demands differ"} if not uniform
+"#;
+
+#[test]
+fn a_set_using_every_runs_on_the_interpreter_and_gets_the_answer_right() {
+    let dir = dir_with(&[("uniform.rego", EVERY_BY_INDEX)]);
+    let set = load(dir.path()).expect("loads");
+    let why = set.interpreter_reason().unwrap_or_default();
+    assert!(why.contains("uniform.rego:11 uses `every`"), "{why}");
+    let d = review::review(&set, &Input::create(job(None), "default")).expect("decides");
+    let found: Vec<&str> = d.violations.iter().map(|v| v.msg.as_str()).collect();
+    assert_eq!(found, ["demands differ"]);
+}
+
+#[test]
+fn the_shipped_policies_use_no_every_and_run_on_the_vm() {
+    let set = load(Path::new("policies")).expect("loads");
+    assert_eq!(set.interpreter_reason(), None);
+}
+
 /// Loops over a 10,000 × 10,000 cross product, but only for jobs labelled `slow`, so the set
 /// loads (its smoke test is not labelled) and the shipped policies run beside it.
 const CROSS_PRODUCT: &str = r#"package gangplank.policies.cross

@@ -19,6 +19,7 @@ pub mod profile;
 pub mod set;
 pub mod to_rego;
 pub mod vm;
+pub mod vm_hazards;
 
 pub use error::{EvalError, LoadError};
 pub use eval::Violation;

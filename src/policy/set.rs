@@ -20,6 +20,7 @@ use super::error::LoadError;
 use super::load::{PolicySources, RegoFile};
 use super::params::Action;
 use super::vm::{GatheredRule, VmProgram};
+use super::vm_hazards::vm_hazard;
 use crate::cluster::ClusterHandle;
 use crate::trainer::RuntimeCatalog;
 
@@ -246,8 +247,15 @@ impl PolicySet {
                     .collect()
             })
             .collect();
+        let hazard = || {
+            let modules = sources.policies.iter().map(|p| &p.file);
+            vm_hazard(modules.chain(&sources.libraries))
+        };
         let vm = if interpreter_forced() {
             Err(format!("{ENGINE_ENV}=interpreter"))
+        } else if let Some(why) = hazard() {
+            tracing::warn!(reason = %why, "policies run on the regorus interpreter: the bytecode VM would evaluate them wrongly");
+            Err(why)
         } else {
             let vm = VmProgram::compile_rules(&mut engine, &paths, &groups);
             if let Err(why) = &vm {
