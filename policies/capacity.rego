@@ -85,12 +85,13 @@ warning contains {"path": "", "msg": msg} if {
 }
 
 # Per pod of replica r: resource -> amount, plus the pod itself. MIG resources that no node
-# advertises are left to the mig_inventory policy, which says what the nodes offer.
+# advertises (cordoned ones included) are left to the mig_inventory policy, which says what
+# the nodes offer.
 demand(r) := object.union({name: n | some name, n in r.podRequests; counted(name)}, {"pods": 1})
 
 counted(name) if not startswith(name, "nvidia.com/mig-")
 
-counted(name) if cluster.resources[name]
+counted(name) if lib.offered_resources[name]
 
 # Computed once per evaluation, by replica key: functions with arguments are not memoised.
 demands := {r.key: demand(r) | some r in input.job.replicas}

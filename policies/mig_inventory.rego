@@ -16,7 +16,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "MIG resources the nodes advertise",
-	"description": "With a cluster inventory, refuses MIG resources (nvidia.com/mig-*) that no schedulable node advertises, naming the MIG resources that are advertised, and refuses MIG requests on clusters whose nodes use the single strategy (slices appear as nvidia.com/gpu there).",
+	"description": "With a cluster inventory, refuses MIG resources (nvidia.com/mig-*) that no node advertises (a cordoned node counts: a pod may tolerate the cordon; the capacity policy judges which nodes it may use), naming the MIG resources that are advertised, and refuses MIG requests on clusters whose nodes use the single strategy (slices appear as nvidia.com/gpu there).",
 	"action": "deny",
 	"params": {},
 }
@@ -25,7 +25,7 @@ cluster := data.cluster
 
 stale_note := lib.inventory_stale_note
 
-advertised := sort([name | some name, _ in cluster.resources; startswith(name, "nvidia.com/mig-")])
+advertised := sort([name | some name in lib.offered_resources; startswith(name, "nvidia.com/mig-")])
 
 single_strategy if "single" in cluster.mig_strategies
 
@@ -36,7 +36,7 @@ asked contains {"r": r, "c": c, "name": g.name} if {
 	some c in r.containers
 	some g in c.gpuResources
 	startswith(g.name, "nvidia.com/mig-")
-	not cluster.resources[g.name]
+	not lib.offered_resources[g.name]
 }
 
 violation contains {"path": lib.ptr(a.c.path, "resources"), "msg": msg} if {
@@ -48,7 +48,7 @@ violation contains {"path": lib.ptr(a.c.path, "resources"), "msg": msg} if {
 violation contains {"path": lib.ptr(a.c.path, "resources"), "msg": msg} if {
 	some a in asked
 	not single_strategy
-	msg := sprintf("%s asks for %s, which no schedulable node advertises; MIG resources on offer: %s%s", [a.r.type, a.name, offered, stale_note])
+	msg := sprintf("%s asks for %s, which no node advertises; MIG resources on offer: %s%s", [a.r.type, a.name, offered, stale_note])
 }
 
 offered := "none" if {

@@ -134,3 +134,14 @@ gang_resources contains g.name if {
 inventory_stale_note := "" if {
 	object.get(data.cluster, "stale", "") == ""
 } else := sprintf(" (cluster inventory may be out of date: %s)", [data.cluster.stale])
+
+# The extended resources some node offers (allocatable above 0), cordoned nodes included: a
+# pod that tolerates the cordon (a key-less `operator: Exists` tolerates every taint) is
+# placed there by kube-scheduler's NodeUnschedulable plugin. Which nodes a pod may use is
+# the capacity policy's to judge.
+offered_resources contains name if {
+	some c in data.cluster.node_classes
+	some name, n in c.allocatable
+	contains(name, "/")
+	n > 0
+}
