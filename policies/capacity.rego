@@ -337,7 +337,42 @@ too_large(r) if {
 	max([n | some n in groups[group_of[r.key]].per_node]) == 0
 }
 
-too_large_msg(r) := sprintf("a %s pod asks for %s; no schedulable node it may use has that much (%d such nodes: %s; taints tolerated; the largest has %s)%s", [r.type, shown_demand(demands[r.key]), nodes_in(reach[r.key]), selection(r), largest(demands[r.key], reach[r.key]), stale_note])
+too_large_msg(r) := sprintf("a %s pod asks for %s; no schedulable node it may use has that much (%d such nodes: %s; taints tolerated; the largest has %s)%s%s", [r.type, shown_demand(demands[r.key]), nodes_in(reach[r.key]), selection(r), largest(demands[r.key], reach[r.key]), mig_hint(r), stale_note])
+
+# Whole GPUs asked of nodes partitioned into MIG slices (they advertise nvidia.com/mig-*, not
+# nvidia.com/gpu): name the slices on offer and the largest one to ask for instead. Slices
+# have no NVLink or peer-to-peer between them, so only a one-GPU pod becomes a one-slice pod;
+# a pod of N GPUs becomes N one-slice pods.
+mig_hint(r) := sprintf("; those nodes split their GPUs into MIG slices and offer %s: ask for %s: 1 instead of nvidia.com/gpu: 1", [mig_listing(r), mig_best(r)]) if {
+	demands[r.key]["nvidia.com/gpu"] == 1
+	mig_best(r)
+} else := sprintf("; those nodes split their GPUs into MIG slices and offer %s; slices have no NVLink or peer-to-peer between them, so give each pod one slice (%s: 1, nprocPerNode 1, %d times the pods) or select nodes with whole GPUs", [mig_listing(r), mig_best(r), demands[r.key]["nvidia.com/gpu"]]) if {
+	mig_best(r)
+} else := ""
+
+mig_listing(r) := concat(", ", [sprintf("%s (%d per node)", [name, n]) | some name, n in mig_offers(reach[r.key])])
+
+# The largest profile (by compute slices) the pod's nodes offer.
+mig_best(r) := max([[mig_compute_slices(name), name] | some name, _ in mig_offers(reach[r.key])])[1] if {
+	demands[r.key]["nvidia.com/gpu"] > 0
+	count(mig_offers(reach[r.key])) > 0
+}
+
+# MIG resource -> the most one node of `within` has.
+mig_offers(within) := {name: max(ns) |
+	some c in within
+	some name, _ in classes[c].allocatable
+	startswith(name, "nvidia.com/mig-")
+	ns := [n | some d in within; n := object.get(classes[d].allocatable, name, 0)]
+	max(ns) > 0
+}
+
+# The compute slices of a MIG profile: 3 for nvidia.com/mig-3g.40gb.
+mig_compute_slices(name) := to_number(digits) if {
+	digits := trim_suffix(split(trim_prefix(name, "nvidia.com/mig-"), ".")[0], "g")
+	digits != ""
+	trim(digits, "0123456789") == ""
+} else := 0
 
 # Without minAvailable below the total, every pod of a group must fit at once.
 violation contains {"path": r.path, "msg": msg} if {
