@@ -16,12 +16,20 @@ meta := {
 
 prefix := "gangplank.dev/"
 
-# Read from the job's metadata: the GPU class, gangplank's own record of derived defaults,
-# and the native gang's topology key.
-on_job := {"gangplank.dev/gpu-class", "gangplank.dev/defaulted", "gangplank.dev/topology-key"}
+# Read from the job's metadata: the GPU class and the native gang's topology key; and written
+# there by gangplank itself, so a job it wrote is never warned about its own marks: the
+# record of derived defaults (src/review/provenance.rs), a TrainJob's native gang size
+# (trainer_gang, src/trainer/native.rs) and the controller's restart counts
+# (src/controller/restart.rs). tests/policy_engine.rs checks that every `*_ANNOTATION`
+# constant of src/ is here.
+on_job := {
+	"gangplank.dev/gpu-class", "gangplank.dev/topology-key", "gangplank.dev/defaulted",
+	"gangplank.dev/native-gang-min-count", "gangplank.dev/restarts", "gangplank.dev/restarted-pods",
+}
 
-# Read from each replica's pod template only.
-on_template := {"gangplank.dev/mig-profile", "gangplank.dev/gpu-class"}
+# Read from each replica's pod template only (image-may-differ: gang_image's default
+# optOutAnnotation).
+on_template := {"gangplank.dev/mig-profile", "gangplank.dev/gpu-class", "gangplank.dev/image-may-differ"}
 
 job_keys := [k | some k, _ in input.object.metadata.annotations; startswith(k, prefix)] if {
 	is_object(input.object.metadata.annotations)

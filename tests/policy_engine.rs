@@ -533,3 +533,57 @@ fn a_policy_without_metadata_always_runs() {
     assert!(set.skipped_policies(&input).is_empty());
     assert_eq!(reviewed(&set, job(Some(50))).violations.len(), 1);
 }
+
+/// The `gangplank.dev/*` annotations gangplank's code writes or reads (every
+/// `*ANNOTATION: &str` constant under src/), found by reading the sources.
+fn annotation_constants() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).expect("read src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = fs::read_to_string(&path).expect("read source");
+                for line in text.lines() {
+                    let Some((head, value)) = line.split_once("ANNOTATION: &str = \"") else {
+                        continue;
+                    };
+                    if head.contains("const") && value.starts_with("gangplank.dev/") {
+                        out.push(value.trim_end_matches("\";").to_string());
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut out);
+    out
+}
+
+#[test]
+fn a_job_carrying_every_annotation_gangplank_writes_gets_no_annotation_warning() {
+    let keys = annotation_constants();
+    for expected in [
+        "gangplank.dev/defaulted",
+        "gangplank.dev/native-gang-min-count",
+        "gangplank.dev/restarts",
+    ] {
+        assert!(
+            keys.iter().any(|k| k == expected),
+            "{expected} not found in {keys:?}"
+        );
+    }
+    let set = load(Path::new("policies")).expect("loads");
+    let mut j = job(None);
+    let marks: serde_json::Map<String, Value> =
+        keys.iter().map(|k| (k.clone(), json!("1"))).collect();
+    j["metadata"]["annotations"] = Value::Object(marks);
+    let d = review::review(&set, &Input::create(j, "default")).expect("decides");
+    let said: Vec<&str> = d
+        .violations
+        .iter()
+        .filter(|f| f.policy == "annotations")
+        .map(|f| f.msg.as_str())
+        .collect();
+    assert!(said.is_empty(), "{said:?}");
+}
