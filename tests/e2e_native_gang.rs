@@ -233,6 +233,10 @@ async fn the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_r
         message.contains(": PodGroup is unschedulable: Unschedulable: "),
         "the PodGroup's PodGroupScheduled reason and message: {message}"
     );
+    assert!(
+        message.contains("; pod stuck-") && message.contains("nodes are available"),
+        "the scheduler's reason for a pod, from its PodScheduled condition: {message}"
+    );
     let placement = Placement::read(&client, &ns, &jobs::selector("stuck")).await;
     assert!(placement.bound.is_empty(), "{}", placement.summary());
 }

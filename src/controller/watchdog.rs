@@ -150,13 +150,39 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
     "the cluster reports no cause (no scheduling or image events)".to_string()
 }
 
-/// The gang scheduler's reason for not placing the gang, if it gave one.
+/// The gang scheduler's reason for not placing the gang, if it gave one, with the scheduler's
+/// reason for one of its pods: kube-scheduler's native gang says only "pod group is
+/// unschedulable" on the PodGroup, while each pod's PodScheduled condition says why ("0/6
+/// nodes are available: 6 Insufficient nvidia.com/gpu").
 pub fn gang_reason(observed: &Observed) -> Option<String> {
     if let Some(problem) = &observed.facts.queue_problem {
         return Some(podgroup::queue_problem(problem));
     }
     let warnings = &observed.facts.pod_group_warnings;
-    podgroup::unschedulable_message(observed.pod_group.as_ref(), warnings)
+    let group = podgroup::unschedulable_message(observed.pod_group.as_ref(), warnings)?;
+    Some(match pod_scheduling_failure(&observed.pods) {
+        Some((pod, why)) if !group.contains(why) => format!("{group}; pod {pod}: {why}"),
+        _ => group,
+    })
+}
+
+/// A Pending pod's PodScheduled=False message, preferring the scheduler's per-node summary
+/// ("0/6 nodes are available: …") over gang bookkeeping ("waiting for the pod group").
+fn pod_scheduling_failure(pods: &[Pod]) -> Option<(&str, &str)> {
+    let failures: Vec<(&str, &str)> = pods
+        .iter()
+        .filter(|p| phase(p) == "Pending")
+        .filter_map(|p| Some((name(p), unscheduled_message(p)?)))
+        .collect();
+    let per_node = failures.iter().find(|(_, m)| m.contains("nodes are"));
+    per_node.or(failures.first()).copied()
+}
+
+fn unscheduled_message(pod: &Pod) -> Option<&str> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let scheduled = conditions.iter().find(|c| c.type_ == "PodScheduled")?;
+    let message = scheduled.message.as_deref()?;
+    (scheduled.status == "False" && !message.is_empty()).then_some(message)
 }
 
 /// A launcher that failed before any worker ran most likely could not reach them: the

@@ -283,6 +283,45 @@ fn the_watchdog_reports_a_native_gang_the_scheduler_could_not_place_with_its_rea
     }
 }
 
+/// kube-scheduler's native gang says only "pod group is unschedulable" on the PodGroup; each
+/// pod's PodScheduled condition says why. Both the Created condition and the deadline's
+/// failure carry the pod's reason.
+#[test]
+fn a_stuck_native_gang_is_told_the_schedulers_reason_for_its_pods() {
+    let job = pytorch_job(1, 1).with_gpus(8);
+    let mut observed = created(&job);
+    observed.pod_group = existing(
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+        scheduled("False", "Unschedulable", "pod group is unschedulable"),
+    );
+    let per_node = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu.";
+    for (pod, message) in observed
+        .pods
+        .iter_mut()
+        .zip(["waiting for the pod group", per_node])
+    {
+        pod.status = Some(serde_json::from_value(json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+        }]})).expect("pod status"));
+    }
+    let plan = job.plan_with(&observed, 100, &native());
+    assert_eq!(
+        message(&plan, "Created"),
+        format!(
+            "PyTorchJob mnist is waiting for its gang: PodGroup mnist-pytorchjob is unschedulable: \
+             Unschedulable: pod group is unschedulable; pod mnist-worker-0: {per_node}"
+        )
+    );
+    let plan = job.plan_with(&observed, FIFTEEN_MINUTES, &native());
+    assert!(
+        message(&plan, "Failed").ends_with(&format!(
+            "PodGroup is unschedulable: Unschedulable: pod group is unschedulable; pod mnist-worker-0: {per_node}"
+        )),
+        "{}",
+        message(&plan, "Failed")
+    );
+}
+
 #[test]
 fn a_scheduled_native_gang_is_not_blamed_and_the_deadline_still_applies() {
     let job = pytorch_job(1, 1);
