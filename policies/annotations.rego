@@ -20,10 +20,10 @@ prefix := "gangplank.dev/"
 # there by gangplank itself, so a job it wrote is never warned about its own marks: the
 # record of derived defaults (src/review/provenance.rs), a TrainJob's native gang size
 # (trainer_gang, src/trainer/native.rs) and the controller's restart counts
-# (src/controller/restart.rs). tests/policy_engine.rs checks that every `*_ANNOTATION`
-# constant of src/ is here.
+# (src/controller/restart.rs); gpu_sharing's opt-out (its optOutAnnotation's default).
+# tests/policy_engine.rs checks that every `*ANNOTATION` constant of src/ is here.
 on_job := {
-	"gangplank.dev/gpu-class", "gangplank.dev/topology-key", "gangplank.dev/defaulted",
+	"gangplank.dev/gpu-class", "gangplank.dev/topology-key", "gangplank.dev/defaulted", "gangplank.dev/gpu-sharing",
 	"gangplank.dev/native-gang-min-count", "gangplank.dev/restarts", "gangplank.dev/restarted-pods",
 }
 

@@ -114,54 +114,8 @@ unchecked_pods := sum([r.replicas | some r in input.job.replicas; r.replicas > 0
 
 total_pods := sum([r.replicas | some r in input.job.replicas; r.replicas > 0])
 
-# The node class admits the pods of r: labels satisfy the nodeSelector, taints are tolerated.
-matches(r, class) if {
-	not unselected(r, class)
-	not untolerated(r, class)
-}
-
-unselected(r, class) if {
-	some k, v in r.nodeSelector
-	not selects(class, k, v)
-}
-
-# Classes come split by exactly the labels the job's nodeSelectors name, hostname included
-# (src/cluster/view.rs), so one lookup decides.
-selects(class, k, v) if class.labels[k] == v
-
-untolerated(r, class) if {
-	some taint in class.taints
-	not tolerated(r.tolerations, taint)
-}
-
-tolerated(tolerations, taint) if {
-	some t in tolerations
-	tolerates(t, taint)
-}
-
-tolerates(t, taint) if {
-	object.get(t, "operator", "Equal") == "Exists"
-	key_matches(t, taint)
-	effect_matches(t, taint)
-}
-
-tolerates(t, taint) if {
-	object.get(t, "operator", "Equal") == "Equal"
-	object.get(t, "key", "") == taint.key
-	object.get(t, "value", "") == taint.value
-	effect_matches(t, taint)
-}
-
-key_matches(t, _) if object.get(t, "key", "") == ""
-
-key_matches(t, taint) if t.key == taint.key
-
-effect_matches(t, _) if object.get(t, "effect", "") == ""
-
-effect_matches(t, taint) if t.effect == taint.effect
-
 # By replica key: the indices of the node classes its pods may use.
-reach := {r.key: {i | some i, c in classes; matches(r, c)} | some r in input.job.replicas}
+reach := {r.key: {i | some i, c in classes; lib.node_admits(r, c)} | some r in input.job.replicas}
 
 # Whether a node with `allocatable` limits resource `name`: a node that reports no `pods`
 # (hand-written snapshots) is not limited by pod count; kubelets always report it.

@@ -19,6 +19,7 @@ e2e_suite!(
         a_gang_that_fits_is_admitted,
         a_queue_capability_below_the_gang_is_refused,
         a_node_added_later_reaches_the_policies_without_a_restart,
+        a_gang_that_may_land_on_time_sliced_gpus_is_refused_through_the_webhook,
         heartbeats_publish_nothing_and_the_caches_are_in_metrics,
     ]
 );
@@ -142,6 +143,49 @@ async fn a_node_added_later_reaches_the_policies_without_a_restart() {
         "inventory: nodes added reached the policies after {} ms",
         added.elapsed().as_millis()
     );
+}
+
+/// Two nodes of their own pool, labelled as GPU Feature Discovery labels time-sliced GPUs: a
+/// 1 + 1 gang there is refused through the webhook (the sharing labels reach the policy though
+/// the job selects only `pool`), and admitted once it opts out.
+async fn a_gang_that_may_land_on_time_sliced_gpus_is_refused_through_the_webhook() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    let control_plane = cluster().await;
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("shared-gpus").await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let sliced = json!({"metadata": {"labels": {
+        "nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"}}});
+    for name in ["gpu-sliced-0", "gpu-sliced-1"] {
+        jobs::create_gpu_node(&client, name, "sliced").await;
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&sliced))
+            .await
+            .expect("labels patched");
+    }
+    let job = jobs::gpu_gang("llm", 1, "sliced");
+    let message = support::wait_for(
+        "the sliced nodes reach the policies",
+        Duration::from_secs(30),
+        || async {
+            match jobs::create(&client, &ns, &job, true).await {
+                Err(kube::Error::Api(s)) if s.message.contains("shared GPUs") => Ok(s.message),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        message.contains("Worker pods may be placed on shared GPUs: 2 node(s) (nvidia.com/gpu.replicas=4, nvidia.com/gpu.sharing-strategy=time-slicing)")
+            && message.contains("gangplank.dev/gpu-sharing: allow"),
+        "{message}"
+    );
+    let mut opted_out = job.clone();
+    opted_out["metadata"]["annotations"] = json!({"gangplank.dev/gpu-sharing": "allow"});
+    jobs::create(&client, &ns, &opted_out, true)
+        .await
+        .expect("a job that opts out is admitted");
 }
 
 /// On a control plane of its own (the other tests add nodes): kubelet-style heartbeats

@@ -19,6 +19,28 @@ use serde_json::{json, Map, Value};
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
+/// Labels kept in every projection, whatever the job selects: how a node shares its GPUs,
+/// which the `gpu_sharing` policy reads (GPU Feature Discovery's, GKE's, and per MIG profile
+/// `nvidia.com/mig-<profile>.replicas` / `.sharing-strategy`).
+const SHARING_LABELS: [&str; 4] = [
+    "nvidia.com/gpu.replicas",
+    "nvidia.com/gpu.sharing-strategy",
+    "cloud.google.com/gke-gpu-sharing-strategy",
+    "cloud.google.com/gke-max-shared-clients-per-gpu",
+];
+
+/// The GPU product label: kept when GPU Feature Discovery marks it shared (`-SHARED`, time
+/// slicing without renaming).
+const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+
+/// Whether a projection keeps label `k` (with value `v`) though no nodeSelector names it.
+fn always_kept(k: &str, v: &Value) -> bool {
+    SHARING_LABELS.contains(&k)
+        || (k.starts_with("nvidia.com/mig-")
+            && (k.ends_with(".replicas") || k.ends_with(".sharing-strategy")))
+        || (k == PRODUCT_LABEL && v.as_str().is_some_and(|p| p.ends_with("-SHARED")))
+}
+
 /// Node name → the index of its class in the summary's `node_classes`.
 pub type Hostnames = HashMap<Arc<str>, usize>;
 
@@ -124,7 +146,7 @@ fn add(
         .as_object()
         .map(|l| {
             l.iter()
-                .filter(|(k, _)| p.keys.contains(*k))
+                .filter(|(k, v)| p.keys.contains(*k) || always_kept(k, v))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })
