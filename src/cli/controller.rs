@@ -107,7 +107,7 @@ impl ControllerArgs {
             .enable_all()
             .build()
         {
-            Ok(runtime) => runtime.block_on(options.run(super::serve::shutdown_signal())),
+            Ok(runtime) => runtime.block_on(options.run(super::shutdown::shutdown_signal())),
             Err(e) => {
                 eprintln!("error: cannot start the async runtime: {e}");
                 exit::UNREADABLE

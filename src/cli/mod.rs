@@ -9,6 +9,7 @@ pub mod crds;
 pub mod explain;
 pub mod report;
 pub mod serve;
+pub mod shutdown;
 pub mod test;
 
 use std::process::ExitCode;

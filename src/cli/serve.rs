@@ -23,6 +23,8 @@ use crate::exit;
 use crate::images::{Keychain, Pinner};
 use crate::trainer::RuntimeCatalog;
 
+use super::shutdown::shutdown_signal;
+
 /// The webhook's `timeoutSeconds` in deploy/: evaluation must give up before it.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -382,35 +384,6 @@ fn ephemeral(names: &[String], ca_path: Option<PathBuf>) -> Result<ServingCert, 
     );
     ServingCert::from_pem(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())
         .map_err(|e| error_chain(&e))
-}
-
-/// Resolves on Ctrl-C or SIGTERM (what the kubelet sends before killing the Pod).
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            error!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => info!("Ctrl-C: shutting down"),
-        () = term => info!("SIGTERM: shutting down"),
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::env;
 use super::mpi;
 use super::naming;
 use super::podgroup;
-use super::snapshot::{JobSnapshot, Replica};
+use super::snapshot::{default_container, JobSnapshot, Replica};
 
 /// The pod of replica `index` of `replica`.
 pub fn build(job: &JobSnapshot, replica: &Replica, index: i32, config: &Config) -> Pod {
@@ -48,15 +48,6 @@ pub fn build(job: &JobSnapshot, replica: &Replica, index: i32, config: &Config) 
         spec: Some(spec),
         status: None,
     }
-}
-
-/// Index of the container the operator configures: the one named as the kind's default
-/// container, else the first (upstream's defaulting puts the port there).
-pub fn default_container(job: &JobSnapshot, spec: &PodSpec) -> Option<usize> {
-    job.spec
-        .default_container
-        .and_then(|n| spec.containers.iter().position(|c| c.name == n))
-        .or_else(|| (!spec.containers.is_empty()).then_some(0))
 }
 
 /// Ports of the default container of `spec` as the pod will have them (default included).

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use serde_json::Value;
@@ -400,4 +400,13 @@ fn problem(path: &str, msg: String) -> Problem {
         path: path.to_string(),
         msg,
     }
+}
+
+/// Index of the container the operator configures: the one named as the kind's default
+/// container, else the first (upstream's defaulting puts the port there).
+pub fn default_container(job: &JobSnapshot, spec: &PodSpec) -> Option<usize> {
+    job.spec
+        .default_container
+        .and_then(|n| spec.containers.iter().position(|c| c.name == n))
+        .or_else(|| (!spec.containers.is_empty()).then_some(0))
 }

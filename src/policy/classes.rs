@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use regorus::Engine;
 
-use super::set::{Group, RuleRef};
+use super::rules::{Group, RuleRef};
 use super::vm::{GatheredRule, VmProgram};
 
 /// Classes compiled per policy load. A class is a combination of kinds and facts, so a

@@ -16,6 +16,7 @@ pub mod intent;
 pub mod load;
 pub mod params;
 pub mod profile;
+pub mod rules;
 pub mod set;
 pub mod to_rego;
 pub mod vm;

@@ -143,15 +143,19 @@ pub enum Aim {
     MixedSizes,
     /// Cordoned nodes, with and without tolerations that reach them.
     Cordoned,
+    /// A CPU-only pool beside a (sometimes tainted or cordoned) GPU pool: a Master without
+    /// GPUs, Workers of 1–4 GPUs, wildcard (`operator: Exists`) tolerations.
+    MixedPools,
 }
 
-pub const AIMS: [Aim; 6] = [
+pub const AIMS: [Aim; 7] = [
     Aim::Boundary,
     Aim::CpuMemory,
     Aim::JointSelectors,
     Aim::GreedyOrder,
     Aim::MixedSizes,
     Aim::Cordoned,
+    Aim::MixedPools,
 ];
 
 #[derive(Debug, Clone)]
@@ -184,6 +188,7 @@ pub fn generate(seed: u64) -> Pair {
         Aim::GreedyOrder => greedy_order(&mut rng),
         Aim::MixedSizes => mixed_sizes(&mut rng),
         Aim::Cordoned => cordoned(&mut rng),
+        Aim::MixedPools => mixed_pools(&mut rng),
     };
     let mut job = job;
     job.name = format!("shape-{seed}");
@@ -434,6 +439,53 @@ fn cordoned(rng: &mut Rng) -> (ClusterShape, JobShape) {
         _ => {}
     }
     (ClusterShape { groups }, job(Kind::PyTorchJob, vec![worker]))
+}
+
+/// A CPU pool and a GPU pool of 4- or 8-GPU nodes (tainted, or with a cordoned node, at
+/// times); a PyTorchJob whose Master asks for no GPU (selecting the CPU pool or nothing) and
+/// whose Workers ask for 1–4 GPUs each, around what the GPU pool holds; wildcard tolerations
+/// on some replica types.
+fn mixed_pools(rng: &mut Rng) -> (ClusterShape, JobShape) {
+    let cpu_nodes = rng.range(1, 2);
+    let mut cpu = gpu_group(rng, cpu_nodes, 0, "", "cpu");
+    cpu.product = None;
+    let gpus = *rng.pick(&[4, 8]);
+    let nodes = rng.range(1, 3);
+    let mut pool = gpu_group(rng, nodes, gpus, "A100", "train");
+    let tainted = rng.chance(1, 3);
+    if tainted {
+        pool.taints.push(gpu_taint());
+    }
+    let mut groups = vec![cpu, pool];
+    if rng.chance(1, 4) {
+        let mut off = gpu_group(rng, 1, gpus, "A100", "train");
+        off.cordoned = true;
+        groups.push(off);
+    }
+    let per_pod = *rng.pick(&[1, 2, 4]);
+    let holds = nodes * (gpus / per_pod);
+    let workers = (holds + rng.range(0, 2)).saturating_sub(1).clamp(1, MAX_PODS - 1);
+    let cpu_request = *rng.pick(&["4", "8", "16"]);
+    let mut master = replica("Master", 1, 0, cpu_request, "16Gi");
+    let mut worker = replica("Worker", workers, per_pod, cpu_request, "16Gi");
+    if rng.chance(1, 2) {
+        master = selecting(master, POOL_LABEL, "cpu");
+    }
+    if rng.chance(1, 2) {
+        worker = selecting(worker, POOL_LABEL, "train");
+    }
+    let wildcard = json!({"operator": "Exists"});
+    for r in [&mut master, &mut worker] {
+        match rng.below(3) {
+            0 => r.tolerations.push(wildcard.clone()),
+            1 if tainted => r.tolerations.push(gpu_toleration()),
+            _ => {}
+        }
+    }
+    (
+        ClusterShape { groups },
+        job(Kind::PyTorchJob, vec![master, worker]),
+    )
 }
 
 impl ClusterShape {

@@ -14,7 +14,7 @@ mod xgboost;
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec};
 
 use super::config::Config;
-use super::pods::default_container;
+use super::snapshot::default_container;
 use super::snapshot::{JobSnapshot, Replica};
 
 /// Adds the framework's variables (and PyTorch's init container) to the pod of replica
