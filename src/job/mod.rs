@@ -9,6 +9,7 @@ pub mod naming;
 pub mod problem;
 pub mod quantity;
 pub mod requests;
+pub mod trainer_facts;
 pub mod view;
 pub mod volumes;
 

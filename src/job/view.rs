@@ -73,7 +73,7 @@ pub struct JobView {
     pub problems: Vec<Problem>,
     /// Trainer v2 only (TrainJob and its runtimes): what the runtime and the Trainer decide.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub trainer: Option<crate::trainer::view::TrainerView>,
+    pub trainer: Option<super::trainer_facts::TrainerView>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

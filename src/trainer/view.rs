@@ -12,12 +12,12 @@
 //! runtime>` (not a pointer into the TrainJob, so mutations never land there), and container
 //! `node` of the trainer step has `/spec/trainer`, where the TrainJob sets its image and env.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::render::{pod_template_path, render_runtime, render_trainjob, Rendered, RuntimePaths};
 use super::{RuntimeRef, ANCESTOR_TRAINER, NODE};
 use crate::job::problem::problem;
+pub use crate::job::trainer_facts::{RuntimeView, TrainerView};
 use crate::job::view::{
     checked_total, distinct_env_names, replica_with_template, JobView, ReplicaHead, ReplicaView,
     StepView,
@@ -28,48 +28,6 @@ const MANAGED_BY: &[&str] = &[
     "trainer.kubeflow.org/trainjob-controller",
     "kueue.x-k8s.io/multikueue",
 ];
-
-/// What the runtime and the Trainer decide about the job (`input.job.trainer`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct TrainerView {
-    pub runtime: RuntimeView,
-    /// The `mlPolicy` framework block: torch, mpi, jax, xgboost, flux; undefined for plain.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub framework: Option<String>,
-    /// Pods of the trainer step(s) and MPI nodes: the processes that train together.
-    pub num_nodes: i64,
-    /// `trainer.numProcPerNode`, else the runtime's MPI/Flux `numProcPerNode`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_proc_per_node: Option<i64>,
-    pub run_launcher_as_node: bool,
-    /// `coscheduling` or `volcano`: the gang the Trainer's plugin creates.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod_group_policy: Option<String>,
-    /// Where `podGroupPolicy` is (or would go) in the runtime.
-    pub pod_group_policy_path: String,
-    /// The PodGroup `minMember` the Trainer writes: every replicatedJob's pods, initializers
-    /// included.
-    pub min_member: i64,
-    /// Pods created with the JobSet, before any `dependsOn` is met.
-    pub first_wave: i64,
-    pub suspend: bool,
-    /// `runtimePatches[].manager`, in order.
-    pub patch_managers: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct RuntimeView {
-    pub kind: String,
-    pub name: String,
-    /// `<Kind>/<name>:` in a TrainJob's view (prefix of runtime paths), `""` in its own.
-    pub path: String,
-    pub found: bool,
-    /// Why the runtime as read may be out of date (the watch is failing), if it may.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stale: Option<String>,
-}
 
 /// The view of a TrainJob with the runtime it names (`None`: not known; the reason is a
 /// problem at `/spec/runtimeRef`, so the `structure` policy refuses the job).

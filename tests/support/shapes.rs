@@ -464,7 +464,9 @@ fn mixed_pools(rng: &mut Rng) -> (ClusterShape, JobShape) {
     }
     let per_pod = *rng.pick(&[1, 2, 4]);
     let holds = nodes * (gpus / per_pod);
-    let workers = (holds + rng.range(0, 2)).saturating_sub(1).clamp(1, MAX_PODS - 1);
+    let workers = (holds + rng.range(0, 2))
+        .saturating_sub(1)
+        .clamp(1, MAX_PODS - 1);
     let cpu_request = *rng.pick(&["4", "8", "16"]);
     let mut master = replica("Master", 1, 0, cpu_request, "16Gi");
     let mut worker = replica("Worker", workers, per_pod, cpu_request, "16Gi");
