@@ -15,6 +15,10 @@
 # than one replica of shared GPUs is warned: its GPUs may be one card. A sharing label that
 # does not parse counts as shared, and the message says so. The job's annotation
 # optOutAnnotation: "allow" opts out (a job that knows what it does).
+# METADATA
+# custom:
+#   applies_when:
+#     all: [gpus]
 package gangplank.policies.gpu_sharing
 
 import rego.v1

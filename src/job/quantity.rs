@@ -5,7 +5,8 @@
 //!   PodGroup's minResources, a Node's allocatable): parse (`100m`, `10Mi`, `1.5`, `2e3`),
 //!   add, print.
 //! - [`gpu_resources`]: GPU-like extended resources of a container: whole GPUs
-//!   (`nvidia.com/gpu`, `amd.com/gpu`) and MIG slices (`nvidia.com/mig-1g.10gb`). Extended
+//!   (`nvidia.com/gpu`, `amd.com/gpu`, time-sliced `nvidia.com/gpu.shared`) and MIG slices
+//!   (`nvidia.com/mig-1g.10gb`). Extended
 //!   resources must be whole numbers and their request must equal their limit; the view
 //!   records both so policies can check that.
 
@@ -44,8 +45,10 @@ impl GpuResource {
     }
 }
 
+/// Whole GPUs, exclusive (`nvidia.com/gpu`) or shared by time-slicing/MPS under the device
+/// plugin's renameByDefault (`nvidia.com/gpu.shared`): a pod's process still gets one card.
 fn is_whole_gpu(name: &str) -> bool {
-    name.ends_with("/gpu")
+    name.ends_with("/gpu") || name.ends_with("/gpu.shared")
 }
 
 fn is_gpu_like(name: &str) -> bool {
