@@ -1,6 +1,8 @@
 //! The admission webhooks over HTTPS: what the kube-apiserver calls on `kubectl apply`.
 //!
 //! - [`server`]: routes, the TLS accept loop, graceful shutdown ([`server::Server`]).
+//! - [`limits`]: what the server holds at most, sized together; [`refusal`]: reviews refused
+//!   before they are judged.
 //! - [`handler`]: `/mutate` and `/validate`: decode, evaluate (bounded), encode.
 //! - [`review`]: AdmissionReview v1 in and out.
 //! - [`body`], [`budget`]: bodies read within the size limit and the memory budget.
@@ -24,8 +26,11 @@ pub mod connections;
 pub mod drain;
 pub mod handler;
 pub mod handoff;
+pub mod limits;
 pub mod metrics;
 pub mod poll;
+mod probes;
+mod refusal;
 pub mod reload;
 pub mod review;
 pub mod scrape;
