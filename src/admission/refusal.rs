@@ -78,7 +78,7 @@ pub(super) fn busy(budget: &Budget, body: &Oversized) -> Refusal {
     }
 }
 
-/// A review over [`Config::max_body_bytes`].
+/// A review over `--max-body-bytes`.
 pub(super) fn too_large(limit: usize, body: &Oversized) -> Refusal {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     let over = body.bytes.saturating_sub(limit_bytes);
