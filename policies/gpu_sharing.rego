@@ -34,6 +34,38 @@ meta := {
 
 params := data.params.gpu_sharing
 
+# Whether anything can be shared at all, tested first by every output rule (most jobs ask
+# for no renamed shared resource and run where no node shares its GPUs): the name of a
+# resource asked, or the sharing labels a node class carries (projections keep them).
+relevant if {
+	some r in input.job.replicas
+	some name, _ in r.podRequests
+	endswith(name, ".shared")
+}
+
+relevant if {
+	some c in classes
+	some key, v in c.labels
+	sharing_label(key, v)
+}
+
+sharing_label(key, _) if key in {
+	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy",
+	"cloud.google.com/gke-gpu-sharing-strategy", "cloud.google.com/gke-max-shared-clients-per-gpu",
+}
+
+sharing_label(key, _) if {
+	startswith(key, "nvidia.com/mig-")
+	endswith(key, ".replicas")
+}
+
+sharing_label(key, _) if {
+	startswith(key, "nvidia.com/mig-")
+	endswith(key, ".sharing-strategy")
+}
+
+sharing_label("nvidia.com/gpu.product", v) if endswith(v, "-SHARED")
+
 # Per replica: the GPU resources its pods ask for (whole GPUs, MIG slices, shared ones).
 gpu_asks := {r.key: asks |
 	some r in input.job.replicas
@@ -144,6 +176,7 @@ described(f) := concat(", ", sort(f.how)) if {
 fix := sprintf("select nodes with GPUs of their own (a nodeSelector such as nvidia.com/gpu.sharing-strategy: none, or a GPU product without -SHARED), ask for a MIG slice per rank, or annotate the job %s: allow if its ranks may share cards", [params.optOutAnnotation])
 
 violation contains {"path": r.podSpecPath, "msg": msg} if {
+	relevant
 	gpu_pods > 1
 	not opted_out
 	some r in input.job.replicas
@@ -152,6 +185,7 @@ violation contains {"path": r.podSpecPath, "msg": msg} if {
 }
 
 warning contains {"path": r.podSpecPath, "msg": msg} if {
+	relevant
 	gpu_pods == 1
 	not opted_out
 	some r in input.job.replicas
