@@ -6,6 +6,7 @@
 
 pub mod kinds;
 pub mod naming;
+pub mod network_topology;
 pub mod problem;
 pub mod quantity;
 pub mod requests;
