@@ -183,7 +183,9 @@ mod tests {
             r#"{"mode":"hard","highestTierAllowed":2,"highestTierName":"x"}"#,
             r#"{"mode":"hard","tier":2}"#,
         ] {
-            let err = parse(bad).expect_err(bad);
+            let Err(err) = parse(bad) else {
+                panic!("{bad}: read as a network topology");
+            };
             assert!(
                 err.contains("use hard:N")
                     || err.contains("highestTierAllowed")
