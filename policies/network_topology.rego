@@ -112,6 +112,12 @@ hard_has_tier("hard", doc) if doc.highestTierName
 
 # --- Which gang, and its topology. ---
 
+# Some topology is asked for: the annotation, or a runtime's (a cheap guard: most jobs have
+# neither, and then no rule below is evaluated).
+asked_for if written
+
+asked_for if input.job.trainer.networkTopology
+
 volcano_scheduled if {
 	some r in input.job.replicas
 	r.schedulerName == "volcano"
@@ -119,8 +125,8 @@ volcano_scheduled if {
 
 # From the annotation on a Volcano-scheduled job (the controller's PodGroup) ...
 topology := {"value": t, "path": annotation_path, "said": sprintf("%s %s", [annotation, written])} if {
-	volcano_scheduled
 	t := parse(trim_space(written))
+	volcano_scheduled
 } else := {"value": t, "path": path, "said": sprintf("%s %s's podGroupPolicy.volcano.networkTopology", [input.job.trainer.runtime.kind, input.job.trainer.runtime.name])} if {
 	# ... or from a TrainJob's runtime (the Trainer's Volcano PodGroup).
 	input.job.trainer.podGroupPolicy == "volcano"
@@ -154,6 +160,7 @@ highest := topology.value.highestTierAllowed
 highest := max([hn.tier | some hn in hypernodes; hn.tier_name == topology.value.highestTierName])
 
 violation contains {"path": topology.path, "msg": msg} if {
+	asked_for
 	judged
 	name := topology.value.highestTierName
 	not highest
@@ -215,6 +222,7 @@ holds_gang(name) if {
 allowed := {name | some name, hn in hypernodes; hn.tier <= highest}
 
 violation contains {"path": topology.path, "msg": msg} if {
+	asked_for
 	judged
 	highest
 	not any_allowed_holds
