@@ -66,11 +66,16 @@ renamed(name) := {sprintf("%s is a shared resource (the device plugin's renameBy
 	endswith(name, ".shared")
 }
 
-strategies(c, name) := {sprintf("%s=%s", [key, v]) |
+strategies(c, name) := {sprintf("%s=%s%s", [key, v, unknown_strategy(v)]) |
 	some key in strategy_labels(name)
 	v := c.labels[key]
 	not v in {"none", ""}
 }
+
+# GPU Feature Discovery writes time-slicing or mps, GKE time-sharing or mps.
+unknown_strategy(v) := "" if {
+	v in {"time-slicing", "mps", "time-sharing"}
+} else := " (an unknown strategy: taken as shared)"
 
 replicas(c, name) := {sprintf("%s=%s%s", [key, v, unparsed(v)]) |
 	some key in replica_labels(name)

@@ -25,7 +25,7 @@ cluster := data.cluster
 
 stale_note := lib.inventory_stale_note
 
-advertised := sort([name | some name in lib.offered_resources; startswith(name, "nvidia.com/mig-")])
+advertised := sort([name | some name, _ in lib.offered_resources; startswith(name, "nvidia.com/mig-")])
 
 single_strategy if "single" in cluster.mig_strategies
 

@@ -138,10 +138,6 @@ inventory_stale_note := "" if {
 # The extended resources some node offers (allocatable above 0), cordoned nodes included: a
 # pod that tolerates the cordon (a key-less `operator: Exists` tolerates every taint) is
 # placed there by kube-scheduler's NodeUnschedulable plugin. Which nodes a pod may use is
-# the capacity policy's to judge.
-offered_resources contains name if {
-	some c in data.cluster.node_classes
-	some name, n in c.allocatable
-	contains(name, "/")
-	n > 0
-}
+# the capacity policy's to judge. Summed up once per published inventory
+# (data.cluster.offered_resources), not per request over the node classes.
+offered_resources := object.get(data.cluster, "offered_resources", {})

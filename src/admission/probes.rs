@@ -1,5 +1,5 @@
-//! `/healthz` (the process answers) and `/readyz` (policies loaded and TLS serving, with the
-//! detail of a refused policy edit or certificate).
+//! `/healthz` (the process answers) and the answer of `/readyz` (policies loaded and TLS
+//! serving, with the detail of a refused policy edit or certificate).
 
 #![deny(
     clippy::unwrap_used,
@@ -7,15 +7,10 @@
     reason = "request data must never panic the server"
 )]
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-
-use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::reload::PolicyStatus;
-use super::server::Shared;
 use super::tls::TlsStatus;
 
 pub(super) async fn healthz() -> &'static str {
@@ -39,15 +34,13 @@ struct TlsReadiness {
 /// Ready when a policy set is loaded and the listener serves TLS. A refused policy edit or
 /// certificate does not make the server unready (the previous one serves, and taking every
 /// replica out of the Service would stop all admissions); it shows in the detail.
-pub(super) async fn readyz(State(s): State<Arc<Shared>>) -> Response {
-    let policies = s.admission.policies.status();
-    let serving = s.serving.load(Ordering::SeqCst);
+pub(super) fn readiness(serving: bool, policies: PolicyStatus, tls: TlsStatus) -> Response {
     let ready = serving && policies.loaded;
     let body = Readiness {
         ready,
         tls: TlsReadiness {
             serving,
-            status: s.cert.status(),
+            status: tls,
         },
         policies,
     };

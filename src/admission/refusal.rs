@@ -13,10 +13,10 @@ use axum::response::{IntoResponse, Response};
 use tracing::warn;
 
 use super::body::Oversized;
+use super::budget::Budget;
 use super::limits::{BODY_READ_TIMEOUT, PARSED_VALUES_PER_JUDGED_VALUE};
 use super::metrics::Endpoint;
 use super::review::Verdict;
-use super::server::Shared;
 
 /// Why a review that was not kept is refused: its AdmissionReview status.
 pub(super) struct Refusal {
@@ -68,19 +68,17 @@ fn at_least(body: &Oversized) -> &'static str {
 }
 
 /// A review that found no room among the reviews in flight (large ones, together over
-/// [`Config::review_bytes_in_flight`]) within [`Config::review_budget_wait`].
-pub(super) fn busy(s: &Shared, body: &Oversized) -> Refusal {
+/// `--review-bytes-in-flight`) within `--review-budget-wait`.
+pub(super) fn busy(budget: &Budget, body: &Oversized) -> Refusal {
     Refusal {
         code: 429,
         reason: "TooManyRequests",
-        message: s
-            .budget
-            .no_room(&format!("{}{} bytes", at_least(body), body.bytes)),
+        message: budget.no_room(&format!("{}{} bytes", at_least(body), body.bytes)),
         what: "no room among the reviews in flight",
     }
 }
 
-/// A review over [`Config::max_body_bytes`].
+/// A review over `--max-body-bytes`.
 pub(super) fn too_large(limit: usize, body: &Oversized) -> Refusal {
     let limit_bytes = u64::try_from(limit).unwrap_or(u64::MAX);
     let over = body.bytes.saturating_sub(limit_bytes);

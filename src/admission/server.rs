@@ -76,7 +76,7 @@ use super::connections::{Activity, Connections};
 use super::drain::{self, Phase, Phases};
 use super::handler::{self, Context};
 use super::metrics::{self as m, Endpoint, Metrics};
-use super::probes::{healthz, readyz};
+use super::probes::{healthz, readiness};
 use super::refusal::{busy, refuse, slow, too_large, too_many_values};
 use super::reload::PolicyStore;
 use super::scrape;
@@ -117,14 +117,14 @@ pub struct Config {
 /// State shared by the routes.
 #[derive(Debug)]
 pub struct Shared {
-    pub(super) admission: Context,
-    pub(super) cert: Arc<ServingCert>,
+    admission: Context,
+    cert: Arc<ServingCert>,
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
     /// [`Config::review_bytes_in_flight`], taken as bodies arrive.
-    pub(super) budget: Arc<Budget>,
+    budget: Arc<Budget>,
     /// True while the listener accepts connections and readiness holds.
-    pub(super) serving: AtomicBool,
+    serving: AtomicBool,
     /// Where the shutdown is: answers tell clients to leave once draining ([`drain`]).
     phases: Arc<Phases>,
     /// Admission routes and `/metrics` require a verified client certificate.
@@ -251,7 +251,7 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
             (unkept, refusal)
         }
         Err(BodyError::NoRoom(unkept)) => {
-            let refusal = busy(s, &unkept);
+            let refusal = busy(&s.budget, &unkept);
             (unkept, refusal)
         }
         Err(BodyError::Slow(unkept)) => {
@@ -297,6 +297,11 @@ fn text(status: StatusCode, message: String) -> Response {
         message,
     )
         .into_response()
+}
+
+async fn readyz(State(s): State<Arc<Shared>>) -> Response {
+    let serving = s.serving.load(Ordering::SeqCst);
+    readiness(serving, s.admission.policies.status(), s.cert.status())
 }
 
 /// `/metrics` on the webhook port: to verified clients only with `--client-ca`, and not at

@@ -124,6 +124,7 @@ impl Inventory {
             "unschedulable_nodes": unschedulable,
             "node_classes": classes.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
             "resources": resource_totals(&classes),
+            "offered_resources": offered_resources(&classes),
             "mig_strategies": mig_strategies(&classes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
             "kueue": self.kueue(),
@@ -369,6 +370,18 @@ fn mig_strategies(classes: &[&Class]) -> Vec<String> {
         .filter_map(|c| c.labels.get(MIG_STRATEGY_LABEL).cloned())
         .collect();
     strategies.into_iter().collect()
+}
+
+/// Extended resources some node offers, cordoned ones included (a pod may tolerate the
+/// cordon): resource -> true, so a policy tests one name in one lookup.
+fn offered_resources(classes: &[&Class]) -> Map<String, Value> {
+    classes
+        .iter()
+        .filter(|c| c.size > 0)
+        .flat_map(|c| c.extended())
+        .filter(|(_, &n)| n > 0)
+        .map(|(r, _)| (r.clone(), Value::Bool(true)))
+        .collect()
 }
 
 /// Per extended resource over schedulable (not cordoned) nodes: the largest per-node amount, the total,

@@ -4,6 +4,8 @@
 // so a panic would drop a request; every fallible step returns an error instead.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod containers;
+mod fields;
 pub mod kinds;
 pub mod naming;
 pub mod network_topology;

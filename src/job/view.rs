@@ -15,10 +15,13 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::containers::{containers_at, default_container};
+pub use super::containers::{ContainerView, MAX_CONTAINERS, MAX_ENV};
+pub(crate) use super::fields::checked_total;
+use super::fields::{map_at, object_at, optional_text, str_at};
 use super::kinds::{KindSpec, ReplicaType};
 use super::naming::{pod_name, type_pod_labels};
 use super::problem::{problem, type_name, Problem};
-use super::quantity::{gpu_resources, GpuResource};
 use super::requests::pod_requests;
 use super::volumes::{claim_volumes, ClaimVolumeView};
 use crate::pointer;
@@ -31,15 +34,6 @@ const MAX_GENERATE_NAME_PREFIX: usize = 58;
 /// Replica types read per job. A kind allows at most 5 (TFJob: Chief, Master, PS, Worker,
 /// Evaluator); 16 leaves room for misspelt keys, which are reported, while bounding the per-job work of every policy that walks `input.job.replicas`.
 pub const MAX_REPLICA_TYPES: usize = 16;
-/// Containers read per list (`containers`, `initContainers`) of one pod template: a
-/// training pod has one to a few (the trainer and its sidecars); 64 is far past any real
-/// one.
-pub const MAX_CONTAINERS: usize = 64;
-/// Env entries read per container. Real trainers set tens (rendezvous, NCCL); 1,024 bounds
-/// what policies compare (16 × 64 × 1,024 names at most per job) without refusing any job
-/// seen in practice.
-pub const MAX_ENV: usize = 1024;
-
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
@@ -150,23 +144,6 @@ pub struct StepView {
     pub depends_on: Vec<Value>,
     /// Created with the JobSet (no `dependsOn`), so present when a gang first forms.
     pub first_wave: bool,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ContainerView {
-    pub name: String,
-    pub image: String,
-    pub index: usize,
-    pub path: String,
-    /// Whole GPUs this container asks for (limit, else request).
-    pub gpus: i64,
-    /// MIG slices this container asks for (limit, else request).
-    pub mig_slices: i64,
-    /// Every GPU-like extended resource with its request and limit.
-    pub gpu_resources: Vec<GpuResource>,
-    /// Names of env vars the container sets.
-    pub env_names: Vec<String>,
 }
 
 impl JobView {
@@ -477,34 +454,6 @@ pub fn replica_with_template(
     }
 }
 
-/// A string field that may be absent; any other type is recorded as a problem.
-fn optional_text<'a>(
-    obj: &'a Map<String, Value>,
-    field: &str,
-    path: &str,
-    problems: &mut Vec<Problem>,
-) -> Option<&'a str> {
-    match obj.get(field) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s),
-        Some(other) => {
-            problems.push(problem(
-                &pointer::join(path, [field]),
-                format!("must be a string, got {} {other}", type_name(other)),
-            ));
-            None
-        }
-    }
-}
-
-/// The container the operator configures: the one with the default name, else the first
-/// (upstream adds its port to container[0] when no container has the default name).
-fn default_container(containers: &[ContainerView], default_name: Option<&str>) -> Option<usize> {
-    default_name
-        .and_then(|n| containers.iter().position(|c| c.name == n))
-        .or_else(|| (!containers.is_empty()).then_some(0))
-}
-
 fn replica_count(
     v: Option<&Value>,
     default: i64,
@@ -522,164 +471,4 @@ fn replica_count(
             (default, false)
         }
     }
-}
-
-fn containers_at(
-    pod_spec: Option<&Map<String, Value>>,
-    field: &str,
-    pod_spec_path: &str,
-    problems: &mut Vec<Problem>,
-) -> Vec<ContainerView> {
-    let base = pointer::join(pod_spec_path, [field]);
-    let items = match pod_spec.and_then(|s| s.get(field)) {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(items)) => items,
-        Some(other) => {
-            problems.push(problem(
-                &base,
-                format!("must be a list of containers, got {}", type_name(other)),
-            ));
-            return Vec::new();
-        }
-    };
-    if items.len() > MAX_CONTAINERS {
-        problems.push(problem(
-            &base,
-            format!(
-                "has {} containers; gangplank reads at most {MAX_CONTAINERS} per pod template: move helpers into fewer containers or another replica type",
-                items.len()
-            ),
-        ));
-    }
-    items
-        .iter()
-        .take(MAX_CONTAINERS)
-        .enumerate()
-        .filter_map(|(index, c)| {
-            let path = format!("{base}/{index}");
-            match c {
-                Value::Object(c) => Some(container(c, index, path, problems)),
-                other => {
-                    problems.push(problem(
-                        &path,
-                        format!("must be a container object, got {}", type_name(other)),
-                    ));
-                    None
-                }
-            }
-        })
-        .collect()
-}
-
-fn container(
-    c: &Map<String, Value>,
-    index: usize,
-    path: String,
-    problems: &mut Vec<Problem>,
-) -> ContainerView {
-    let resources = pointer::join(&path, ["resources"]);
-    let gpu_resources = gpu_resources(c.get("resources"), &resources, problems);
-    let counts = |pred: fn(&GpuResource) -> bool| {
-        gpu_resources
-            .iter()
-            .filter(move |g| pred(g))
-            .map(GpuResource::count)
-    };
-    let gpus = checked_total(
-        counts(GpuResource::is_whole_gpu),
-        &resources,
-        "the GPUs",
-        problems,
-    );
-    let mig_slices = checked_total(
-        counts(GpuResource::is_mig),
-        &resources,
-        "the MIG slices",
-        problems,
-    );
-    ContainerView {
-        name: optional_text(c, "name", &path, problems)
-            .unwrap_or_default()
-            .to_string(),
-        image: optional_text(c, "image", &path, problems)
-            .unwrap_or_default()
-            .to_string(),
-        index,
-        gpus,
-        mig_slices,
-        gpu_resources,
-        env_names: env_names(c.get("env"), &path, problems),
-        path,
-    }
-}
-
-/// Names of the first [`MAX_ENV`] env entries; more is a problem at `<container>/env`.
-fn env_names(env: Option<&Value>, container: &str, problems: &mut Vec<Problem>) -> Vec<String> {
-    let Some(env) = env.and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    if env.len() > MAX_ENV {
-        problems.push(problem(
-            &pointer::join(container, ["env"]),
-            format!(
-                "has {} env entries; gangplank reads at most {MAX_ENV} per container: put bulk settings in a ConfigMap and use envFrom",
-                env.len()
-            ),
-        ));
-    }
-    env.iter()
-        .take(MAX_ENV)
-        .filter_map(|e| e.get("name")?.as_str().map(str::to_string))
-        .collect()
-}
-
-/// The sum of `values`, or, when it does not fit in an i64, i64::MAX and a problem at
-/// `path`: a total that wrapped around would look small (a 2-pod job needing no gang).
-pub(crate) fn checked_total(
-    values: impl Iterator<Item = i64>,
-    path: &str,
-    what: &str,
-    problems: &mut Vec<Problem>,
-) -> i64 {
-    let mut total: i64 = 0;
-    for v in values {
-        let Some(t) = total.checked_add(v) else {
-            problems.push(problem(
-                path,
-                format!(
-                    "{what} add up to more than {}, which cannot be right",
-                    i64::MAX
-                ),
-            ));
-            return i64::MAX;
-        };
-        total = t;
-    }
-    total
-}
-
-fn object_at<'a>(
-    v: Option<&'a Value>,
-    path: &str,
-    problems: &mut Vec<Problem>,
-) -> Option<&'a Map<String, Value>> {
-    match v {
-        Some(Value::Object(m)) => Some(m),
-        None | Some(Value::Null) => None,
-        Some(other) => {
-            problems.push(problem(
-                path,
-                format!("must be an object, got {}", type_name(other)),
-            ));
-            None
-        }
-    }
-}
-
-fn map_at(v: Option<&Value>) -> Map<String, Value> {
-    v.and_then(Value::as_object).cloned().unwrap_or_default()
-}
-
-fn str_at(v: Option<&Value>, key: &str) -> Option<String> {
-    v?.get(key)?.as_str().map(str::to_string)
 }
