@@ -138,6 +138,15 @@ topology := {"value": t, "path": annotation_path, "said": sprintf("%s %s", [anno
 
 hard if object.get(topology.value, "mode", "hard") == "hard"
 
+# The annotation on a job Volcano does not schedule: no PodGroup carries it.
+warning contains {"path": annotation_path, "msg": msg} if {
+	written
+	not volcano_scheduled
+	schedulers := {r.schedulerName | some r in input.job.replicas; r.schedulerName}
+	count(schedulers) > 0
+	msg := sprintf("annotation %s is read for Volcano gangs only, and this job's pods use %s: it has no effect here (for Kubernetes' native gang, gangplank.dev/topology-key keeps the gang in one domain of a node label)", [annotation, concat(", ", sort(schedulers))])
+}
+
 hypernodes := data.cluster.hypernodes
 
 # The gang starts with all its pods (minAvailable below the count: not judged).
