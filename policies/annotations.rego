@@ -23,7 +23,7 @@ prefix := "gangplank.dev/"
 # (src/controller/restart.rs); gpu_sharing's opt-out (its optOutAnnotation's default).
 # tests/policy_engine.rs checks that every `*ANNOTATION` constant of src/ is here.
 on_job := {
-	"gangplank.dev/gpu-class", "gangplank.dev/topology-key", "gangplank.dev/defaulted", "gangplank.dev/gpu-sharing",
+	"gangplank.dev/gpu-class", "gangplank.dev/topology-key", "gangplank.dev/network-topology", "gangplank.dev/defaulted", "gangplank.dev/gpu-sharing",
 	"gangplank.dev/native-gang-min-count", "gangplank.dev/restarts", "gangplank.dev/restarted-pods",
 }
 

@@ -592,3 +592,73 @@ fn a_gang_of_1024_pods_over_1100_nodes_is_decided_exactly() {
         refused[0]
     );
 }
+
+/// HyperNodes in a snapshot reach every request as `hypernodes`: per HyperNode its tier and
+/// its nodes as classes merged by the request's selectors (a hostname selector singles out
+/// its node, as in `node_classes`); a HyperNode in a cycle is left out and said in `problems`.
+#[test]
+fn hypernodes_reach_the_request_as_classes_of_their_nodes() {
+    let nodes: Vec<Value> = (0..4)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("gpu-{i}"), "labels": {"rack": format!("rack-{}", i / 2)}},
+                "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}})
+        })
+        .collect();
+    let hypernode = |name: &str, tier: i64, members: Value| {
+        json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name}, "spec": {"tier": tier, "tierName": "t", "members": members}})
+    };
+    let mut items = nodes;
+    items.push(hypernode(
+        "rack-0",
+        1,
+        json!([{"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": "rack-0"}}}}]),
+    ));
+    items.push(hypernode(
+        "loop",
+        2,
+        json!([{"type": "HyperNode", "selector": {"exactMatch": {"name": "loop"}}}]),
+    ));
+    let inventory = snapshot::from_items(items, "test").unwrap_or_else(|e| panic!("{e}"));
+    let handle = ClusterHandle::fixed(&inventory);
+    let mut input = gang_of(1);
+    let seen = cluster_seen_by(&handle, &input);
+    assert_eq!(seen["hypernodes"]["rack-0"]["tier"], 1, "{seen}");
+    assert_eq!(seen["hypernodes"]["rack-0"]["node_count"], 2, "{seen}");
+    let classes = &seen["hypernodes"]["rack-0"]["node_classes"];
+    assert_eq!(classes.as_array().map(Vec::len), Some(1), "{classes}");
+    assert_eq!(classes[0]["size"], 2, "{classes}");
+    assert_eq!(
+        classes[0]["labels"],
+        json!({}),
+        "unselected labels merged away"
+    );
+    assert_eq!(seen["hypernodes"].get("loop"), None, "{seen}");
+    let problems = seen["problems"].to_string();
+    assert!(
+        problems.contains("HyperNode loop: in a cycle (loop → loop); left out"),
+        "{problems}"
+    );
+
+    input.object["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] =
+        json!({"kubernetes.io/hostname": "gpu-1"});
+    let seen = cluster_seen_by(&handle, &input);
+    let classes = &seen["hypernodes"]["rack-0"]["node_classes"];
+    let sizes: Vec<(Value, Value)> = classes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["labels"]["kubernetes.io/hostname"].clone(),
+                c["size"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sizes,
+        [(json!("gpu-1"), json!(1)), (Value::Null, json!(1))],
+        "{classes}"
+    );
+}

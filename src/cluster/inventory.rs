@@ -14,6 +14,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Map, Value};
 
+use super::hypernodes;
+use super::view::{hostnames_of, Hostnames};
 use crate::job::quantity::{Nanos, NANO};
 
 /// Taints that report a node's passing condition (not-ready, unreachable, pressure), set and
@@ -40,6 +42,8 @@ pub struct Inventory {
     /// Kueue `ClusterQueue` and `LocalQueue` objects; `None` when their CRDs are not installed.
     pub kueue_cluster_queues: Option<Vec<Value>>,
     pub kueue_local_queues: Option<Vec<Value>>,
+    /// Volcano `HyperNode` objects (network domains); `None` when their CRD is not installed.
+    pub hypernodes: Option<Vec<Value>>,
     /// Trainer ClusterTrainingRuntimes and TrainingRuntimes (snapshots only; `serve` keeps
     /// its own runtime catalog); `None` when the snapshot lists none.
     pub trainer_runtimes: Option<Vec<Value>>,
@@ -77,7 +81,29 @@ impl Inventory {
             class.names.push(name);
             class.size += 1;
         }
-        self.summary_of(classes.values(), problems)
+        let mut summary = self.summary_of(classes.values(), problems);
+        let hostnames = hostnames_of(&summary);
+        self.add_hypernodes(&mut summary, &hostnames);
+        summary
+    }
+
+    /// `hypernodes` in `summary` (see [`hypernodes`](super::hypernodes)): `null` without the
+    /// CRD; the HyperNodes left out are said in its `problems`.
+    pub(super) fn add_hypernodes(&self, summary: &mut Value, hostnames: &Hostnames) {
+        let Some(items) = self.hypernodes.as_deref() else {
+            summary["hypernodes"] = Value::Null;
+            return;
+        };
+        let mut problems = Vec::new();
+        let resolved = {
+            let names = hostnames.iter().map(|(name, &i)| (&**name, i));
+            let nodes = hypernodes::node_labels(summary, names);
+            hypernodes::resolve(items, &nodes, &mut problems)
+        };
+        summary["hypernodes"] = Value::Object(resolved);
+        if let Some(list) = summary["problems"].as_array_mut() {
+            list.extend(problems.into_iter().map(Value::from));
+        }
     }
 
     /// The summary of nodes already grouped into `classes` (the watch keeps them so,
@@ -102,6 +128,7 @@ impl Inventory {
             "mig_strategies": mig_strategies(&classes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
             "kueue": self.kueue(),
+            "hypernodes": Value::Null,
             "native_gang_api": self.native_gang_api,
             "storage_classes": self.storage_classes.as_deref().map(storage_classes),
             "problems": problems,

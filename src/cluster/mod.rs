@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod discovery;
 pub mod handle;
+pub mod hypernodes;
 pub mod inventory;
 pub mod nodes;
 pub mod objects;

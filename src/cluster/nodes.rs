@@ -282,7 +282,8 @@ impl NodeIndex {
         for (i, (_, group)) in groups.iter().enumerate() {
             hostnames.extend(group.names.iter().map(|n| (n.clone(), i)));
         }
-        let summary = inventory.summary_of(groups.iter().map(|(_, g)| &g.class), problems);
+        let mut summary = inventory.summary_of(groups.iter().map(|(_, g)| &g.class), problems);
+        inventory.add_hypernodes(&mut summary, &hostnames);
         (summary, hostnames)
     }
 

@@ -39,7 +39,7 @@ pub fn parse(text: &str, source: &str) -> Result<Inventory, String> {
 }
 
 /// The kinds a snapshot may hold, for the error about any other.
-const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, NetworkPolicies, Volcano Queues, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,networkpolicies,queues,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
+const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, NetworkPolicies, Volcano Queues and HyperNodes, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,networkpolicies,queues,hypernodes,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
 
 /// Sorts the items into an inventory. A kind that is not listed stays unknown (`None`).
 /// An item of a known kind that cannot be read is left out and said in `notes` (a bad
@@ -71,6 +71,7 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
             "NetworkPolicy" => &mut inventory.network_policies,
             "Namespace" => &mut inventory.namespaces,
             "Queue" => &mut inventory.volcano_queues,
+            "HyperNode" => &mut inventory.hypernodes,
             "ClusterQueue" => &mut inventory.kueue_cluster_queues,
             "LocalQueue" => &mut inventory.kueue_local_queues,
             "ClusterTrainingRuntime" | "TrainingRuntime" => &mut inventory.trainer_runtimes,

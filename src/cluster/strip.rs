@@ -32,6 +32,8 @@ pub fn strip(kind: &str, object: &mut DynamicObject) {
             ],
         ),
         "NetworkPolicy" => pick(&data, &["/spec"]),
+        // HyperNodes: their status (node count, conditions) changes nothing policies read.
+        "HyperNode" => pick(&data, &["/spec"]),
         "Namespace" => Value::Object(Map::new()),
         // Queues, ClusterQueues, LocalQueues, StorageClasses: few, and read in full.
         _ => data,

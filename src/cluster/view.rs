@@ -123,7 +123,7 @@ pub fn project(summary: &Value, p: &Projection, hostnames: &Hostnames) -> Value 
     }
     let mut out = Map::new();
     for (k, v) in summary.as_object().into_iter().flatten() {
-        if k != "node_classes" {
+        if k != "node_classes" && k != "hypernodes" {
             out.insert(k.clone(), v.clone());
         }
     }
@@ -131,6 +131,66 @@ pub fn project(summary: &Value, p: &Projection, hostnames: &Hostnames) -> Value 
         "node_classes".into(),
         Value::Array(merged.into_values().collect()),
     );
+    out.insert(
+        "hypernodes".into(),
+        project_hypernodes(&summary["hypernodes"], classes, p, hostnames),
+    );
+    Value::Object(out)
+}
+
+/// Each HyperNode with its nodes as merged classes (`node_classes`, as `project` merges the
+/// cluster's) and their count (`node_count`) in place of their names; `null` stays `null`.
+fn project_hypernodes(
+    hypernodes: &Value,
+    classes: &[Value],
+    p: &Projection,
+    hostnames: &Hostnames,
+) -> Value {
+    let Some(hypernodes) = hypernodes.as_object() else {
+        return Value::Null;
+    };
+    let mut out = Map::new();
+    for (name, hn) in hypernodes {
+        // Per class of the cluster: the HyperNode's nodes in it that a selector names, and
+        // how many others.
+        let mut by_class: BTreeMap<usize, (Vec<&str>, usize)> = BTreeMap::new();
+        let names = hn["nodes"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for node in names.iter().filter_map(Value::as_str) {
+            let Some(&i) = hostnames.get(node) else {
+                continue;
+            };
+            let entry = by_class.entry(i).or_default();
+            if p.hostnames.contains(node) {
+                entry.0.push(node);
+            } else {
+                entry.1 += 1;
+            }
+        }
+        let mut merged: BTreeMap<String, Value> = BTreeMap::new();
+        for (i, (picked, rest)) in by_class {
+            let Some(class) = classes.get(i) else {
+                continue;
+            };
+            for host in picked {
+                add(&mut merged, class, p, Some(host), 1);
+            }
+            if rest > 0 {
+                add(&mut merged, class, p, None, rest);
+            }
+        }
+        out.insert(
+            name.clone(),
+            json!({
+                "tier": hn["tier"],
+                "tier_name": hn["tier_name"],
+                "node_count": names.len(),
+                "node_classes": merged.into_values().collect::<Vec<_>>(),
+            }),
+        );
+    }
     Value::Object(out)
 }
 

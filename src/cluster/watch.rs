@@ -1,6 +1,6 @@
 //! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes,
 //! PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces and, when their
-//! CRDs are installed, Volcano Queues and Kueue ClusterQueues and LocalQueues feed caches,
+//! CRDs are installed, Volcano Queues and HyperNodes and Kueue ClusterQueues and LocalQueues feed caches,
 //! and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
 //! change is published within [`PUBLISH_EVERY`]. When a watch fails, the last good view
 //! stays published, marked stale with the reason, so policies can say so and admission never
@@ -43,6 +43,11 @@ pub const DISCOVERY_EVERY: Duration = Duration::from_secs(60);
 /// Volcano's Queue (cluster-scoped).
 pub fn queue_resource() -> ApiResource {
     custom("scheduling.volcano.sh", "v1beta1", "Queue", "queues")
+}
+
+/// Volcano's HyperNode (cluster-scoped): the network domains of topology-aware gangs.
+pub fn hypernode_resource() -> ApiResource {
+    custom("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes")
 }
 
 /// Kueue's ClusterQueue (cluster-scoped) and LocalQueue (namespaced).
@@ -146,6 +151,7 @@ pub async fn run(
         (cluster_queues, "Kueue ClusterQueues"),
         (local_queues, "Kueue LocalQueues"),
         (classes, "StorageClasses"),
+        (hypernode_resource(), "Volcano HyperNodes"),
     ]
     .map(start);
     // ... and the namespaced objects, indexed apart (they can be tens of thousands).
@@ -200,10 +206,11 @@ pub async fn run(
             let fingerprint = fingerprint(&lists, stale.as_deref(), native_gang_api);
             if nodes_changed || published != Some(fingerprint) {
                 published = Some(fingerprint);
-                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes] =
+                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes, hypernodes] =
                     lists;
                 let rest = Inventory {
                     volcano_queues,
+                    hypernodes,
                     kueue_cluster_queues,
                     kueue_local_queues,
                     storage_classes,

@@ -29,6 +29,7 @@ use super::mpi;
 use super::naming;
 use super::observed::QueueProblem;
 use super::snapshot::{JobSnapshot, Replica};
+use crate::job::network_topology::{self, NETWORK_TOPOLOGY_ANNOTATION};
 use crate::job::quantity::Nanos;
 
 pub const VOLCANO_API: &str = "scheduling.volcano.sh/v1beta1";
@@ -123,6 +124,9 @@ fn member_spec(
             if let Some(pc) = priority_class(job) {
                 spec.insert("priorityClassName".into(), json!(pc));
             }
+            if let Some(Ok(topology)) = network_topology(job) {
+                spec.insert("networkTopology".into(), topology);
+            }
         }
         GangScheduler::SchedulerPlugins { .. } => {
             if let Some(t) = policy.schedule_timeout_seconds {
@@ -168,10 +172,24 @@ fn topology_key(job: &JobSnapshot) -> Option<&str> {
         .filter(|k| !k.is_empty())
 }
 
-/// Why the job's native PodGroup cannot be written as the job asks: its topology key is not
-/// a node label key, which kube-apiserver would refuse on every try. Said on the job like a
-/// refused PodGroup (the planner writes nothing); `None` for other gangs, which ignore it.
+/// The job's Volcano `networkTopology` (annotation [`NETWORK_TOPOLOGY_ANNOTATION`]), or why
+/// its value is not one; `None` without the annotation.
+fn network_topology(job: &JobSnapshot) -> Option<Result<Value, String>> {
+    let value = job.annotations.get(NETWORK_TOPOLOGY_ANNOTATION)?;
+    Some(network_topology::parse(value))
+}
+
+/// Why the job's PodGroup cannot be written as the job asks: a native gang's topology key is
+/// not a node label key, which kube-apiserver would refuse on every try; a Volcano gang's
+/// network topology annotation is not one. Said on the job like a refused PodGroup (the
+/// planner writes nothing); `None` for other gangs, which ignore both.
 pub fn topology_problem(job: &JobSnapshot, gang: Option<&GangScheduler>) -> Option<String> {
+    if gang == Some(&GangScheduler::Volcano) {
+        let why = network_topology(job)?.err()?;
+        return Some(format!(
+            "annotation {NETWORK_TOPOLOGY_ANNOTATION} is not a network topology: {why}"
+        ));
+    }
     if gang != Some(&GangScheduler::Kubernetes) {
         return None;
     }

@@ -8,6 +8,7 @@ mod containers;
 mod fields;
 pub mod kinds;
 pub mod naming;
+pub mod network_topology;
 pub mod problem;
 pub mod quantity;
 pub mod requests;

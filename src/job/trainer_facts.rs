@@ -23,6 +23,10 @@ pub struct TrainerView {
     pub pod_group_policy: Option<String>,
     /// Where `podGroupPolicy` is (or would go) in the runtime.
     pub pod_group_policy_path: String,
+    /// `podGroupPolicy.volcano.networkTopology` as the runtime writes it: the HyperNode tier
+    /// Volcano keeps the gang inside (the network_topology policy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<serde_json::Value>,
     /// The PodGroup `minMember` the Trainer writes: every replicatedJob's pods, initializers
     /// included.
     pub min_member: i64,

@@ -61,6 +61,8 @@ pub struct Rendered {
     pub ml_policy: MlPolicy,
     /// `coscheduling` or `volcano` (the key of `podGroupPolicy`), when set.
     pub pod_group_policy: Option<String>,
+    /// `podGroupPolicy.volcano.networkTopology`, when set.
+    pub network_topology: Option<Value>,
     pub problems: Vec<Problem>,
 }
 
@@ -104,6 +106,10 @@ fn render(runtime: &Value, trainjob: Option<&Value>, paths: RuntimePaths) -> Ren
         .and_then(|s| s.get("podGroupPolicy"))
         .and_then(Value::as_object)
         .and_then(|p| p.keys().next().cloned());
+    out.network_topology = spec
+        .and_then(|s| s.pointer("/podGroupPolicy/volcano/networkTopology"))
+        .filter(|t| t.is_object())
+        .cloned();
     let mut jobset = spec
         .and_then(|s| s.pointer("/template/spec"))
         .cloned()

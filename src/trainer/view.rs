@@ -83,6 +83,7 @@ fn build(
         jobs,
         ml_policy,
         pod_group_policy,
+        network_topology,
         mut problems,
     } = rendered;
     let meta = object.get("metadata");
@@ -175,6 +176,7 @@ fn build(
         run_launcher_as_node: ml_policy.run_launcher_as_node,
         pod_group_policy,
         pod_group_policy_path: paths.at("/spec/podGroupPolicy"),
+        network_topology,
         min_member,
         first_wave,
         suspend: trainjob

@@ -13,6 +13,7 @@ mod gang_reason;
 mod mpi;
 mod mpi_v1;
 mod native_gang;
+mod network_topology;
 mod objects;
 mod podgroup;
 mod restarting;

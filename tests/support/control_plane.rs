@@ -130,6 +130,8 @@ pub enum Scheduling {
     /// Volcano's vc-scheduler and vc-controller-manager with Volcano's own CRDs, and
     /// kube-controller-manager as for `Scheduler`; no kube-scheduler (see `volcano`).
     Volcano,
+    /// As `Volcano`, with vc-scheduler's `network-topology-aware` plugin on (HyperNodes).
+    VolcanoTopology,
 }
 
 /// The feature gates both the apiserver and kube-scheduler need for native gangs, and for a
@@ -418,7 +420,8 @@ async fn start_once(
     }
     match scheduling {
         Scheduling::None => {}
-        Scheduling::Volcano => control_plane.start_volcano().await,
+        Scheduling::Volcano => control_plane.start_volcano(false).await,
+        Scheduling::VolcanoTopology => control_plane.start_volcano(true).await,
         Scheduling::Scheduler | Scheduling::NativeGang => control_plane.spawn_scheduling(),
     }
     Ok(control_plane)

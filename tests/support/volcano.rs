@@ -132,6 +132,29 @@ fn version_key(name: &str) -> Option<Vec<u64>> {
     core.split('.').map(|n| n.parse().ok()).collect()
 }
 
+/// Volcano's HyperNode (cluster-scoped).
+pub fn hypernode() -> ApiResource {
+    ApiResource {
+        group: "topology.volcano.sh".into(),
+        version: "v1alpha1".into(),
+        api_version: "topology.volcano.sh/v1alpha1".into(),
+        kind: "HyperNode".into(),
+        plural: "hypernodes".into(),
+    }
+}
+
+/// The assets' scheduler conf with vc-scheduler's `network-topology-aware` plugin (which
+/// scores HyperNodes; the allocate action keeps a hard `networkTopology` gang inside one)
+/// appended to its last tier, written into `dir`.
+fn topology_conf(assets: &VolcanoAssets, dir: &Path) -> PathBuf {
+    let path = assets.scheduler_conf();
+    let conf = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let written = dir.join("volcano-scheduler-topology.conf");
+    let conf = format!("{}\n  - name: network-topology-aware\n", conf.trim_end());
+    std::fs::write(&written, conf).unwrap_or_else(|e| panic!("{}: {e}", written.display()));
+    written
+}
+
 /// Volcano's PodGroup.
 pub fn pod_group() -> ApiResource {
     volcano_resource("PodGroup", "podgroups")
@@ -158,8 +181,15 @@ impl ControlPlane {
     /// vc-controller-manager (PodGroup and Queue controllers) and vc-scheduler with leader
     /// election off, and waits until both Volcano binaries answer /healthz and the `default`
     /// Queue exists. Panics with the log tails when they do not.
-    pub(super) async fn start_volcano(&self) {
+    /// With `topology`, vc-scheduler runs [`topology_conf`]: the assets' conf with the
+    /// `network-topology-aware` plugin added.
+    pub(super) async fn start_volcano(&self, topology: bool) {
         let assets = find().unwrap_or_else(|why| panic!("{why}"));
+        let conf = if topology {
+            topology_conf(&assets, self.dir.path())
+        } else {
+            assets.scheduler_conf()
+        };
         self.install_volcano_crds(&assets).await;
         let kubeconfig = format!("--kubeconfig={}", self.kubeconfig.display());
         self.spawn_controller_manager();
@@ -181,7 +211,7 @@ impl ControlPlane {
         let scheduler = vec![
             kubeconfig,
             "--leader-elect=false".into(),
-            format!("--scheduler-conf={}", assets.scheduler_conf().display()),
+            format!("--scheduler-conf={}", conf.display()),
             format!("--scheduler-name={SCHEDULER_NAME}"),
             // Volcano's default is 1 s too; said here because the tests' bounds assume it.
             "--schedule-period=1s".into(),
