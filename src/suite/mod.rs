@@ -219,7 +219,13 @@ impl Suite {
         };
         let runtimes: Vec<&serde_json::Value> = case.runtimes.iter().collect();
         let set = match case::runtime_catalog(&runtimes, dir, fixtures)? {
-            Some(catalog) => Arc::new((*set).clone().with_runtimes(catalog)),
+            Some(catalog) => {
+                catalog.set_stale(case.runtimes_stale.clone());
+                Arc::new((*set).clone().with_runtimes(catalog))
+            }
+            None if case.runtimes_stale.is_some() => {
+                return Err("runtimesStale needs runtimes to mark".into())
+            }
             None => set,
         };
         let input = case.input(fixtures, dir)?;
