@@ -8,6 +8,8 @@
 //!   fails), and a case must state at least one expectation.
 //! - Cases run exactly the production path ([`crate::review::review`]) on a policy set
 //!   compiled from the same sources, with the case's parameter overlay if it has one.
+//! - With coverage on ([`Suite::record_coverage`]) the verdicts checked are the same: the
+//!   lines are recorded by an extra interpreter evaluation (see [`coverage`]).
 
 pub mod case;
 pub mod coverage;
