@@ -26,18 +26,35 @@ pub struct TestArgs {
     /// Also write a JUnit XML report here.
     #[arg(long, env = "GANGPLANK_JUNIT")]
     pub junit: Option<PathBuf>,
+    /// Report which lines and rules of the policies and lib/ the tests run evaluated (on the
+    /// interpreter: each case runs once more there), as a table after the results.
+    #[arg(long, env = "GANGPLANK_TEST_COVERAGE")]
+    pub coverage: bool,
+    /// Write the coverage report as JSON here (implies --coverage): per file its covered and
+    /// not covered lines, per rule definition whether it was reached and its uncovered lines.
+    #[arg(long, value_name = "FILE", env = "GANGPLANK_COVERAGE_JSON")]
+    pub coverage_json: Option<PathBuf>,
 }
 
 impl TestArgs {
     pub fn run(self) -> u8 {
-        let Self { dir, filter, junit } = self;
-        let suite = match Suite::discover(&dir) {
+        let Self {
+            dir,
+            filter,
+            junit,
+            coverage,
+            coverage_json,
+        } = self;
+        let mut suite = match Suite::discover(&dir) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
                 return exit::UNREADABLE;
             }
         };
+        if coverage || coverage_json.is_some() {
+            suite.record_coverage();
+        }
         // Output errors (a closed pipe: `gangplank test | head`) must not stop the run or
         // change its exit code, so each line's write result is deliberately ignored.
         let stdout = std::io::stdout();
@@ -82,6 +99,26 @@ impl TestArgs {
         if results.is_empty() {
             eprintln!("error: no tests found under {}/tests", dir.display());
             return exit::FAILED;
+        }
+        match suite.coverage_report(results.len()) {
+            None => {}
+            Some(Err(e)) => {
+                eprintln!("error: coverage: {e}");
+                return exit::UNREADABLE;
+            }
+            Some(Ok(report)) => {
+                say!(out, "\n{}", report.render().trim_end());
+                if let Some(path) = coverage_json {
+                    let json = serde_json::to_string_pretty(&report).map(|j| j + "\n");
+                    if let Err(e) = json
+                        .map_err(std::io::Error::other)
+                        .and_then(|json| std::fs::write(&path, json))
+                    {
+                        eprintln!("error: cannot write {}: {e}", path.display());
+                        return exit::UNREADABLE;
+                    }
+                }
+            }
         }
         if failed > 0 {
             exit::FAILED

@@ -210,12 +210,17 @@ impl PolicySet {
                     })?;
                 }
                 engine.set_input(input.clone());
-                for rule in rules {
+                self.start_coverage(&mut engine);
+                let evaluated = rules.iter().try_for_each(|rule| {
                     let v = engine
                         .eval_rule(rule.path.clone())
                         .map_err(|e| failed(rule, e.to_string()))?;
                     out.push((*rule, from_rego(&v)));
-                }
+                    Ok(())
+                });
+                // A failing evaluation still reached lines (a case may expect the error).
+                self.finish_coverage(&engine);
+                evaluated?;
             }
         }
         Ok(out)

@@ -10,6 +10,7 @@
 
 pub mod applicability;
 pub mod classes;
+pub mod coverage;
 pub mod error;
 pub mod eval;
 pub mod intent;

@@ -88,6 +88,9 @@ pub struct PolicySet {
     pub(super) index: bool,
     /// The programs of the classes of requests seen so far (see [`super::classes`]).
     pub(super) classes: ClassPrograms,
+    /// Where interpreter evaluations record the lines they reach (`gangplank test
+    /// --coverage`); `None` everywhere else.
+    pub(super) coverage: Option<super::coverage::CoverageSink>,
 }
 
 impl PolicySet {
@@ -216,6 +219,7 @@ impl PolicySet {
             runtimes: RuntimeCatalog::default(),
             index: !applicability::index_disabled(),
             classes: ClassPrograms::default(),
+            coverage: None,
         };
         set.smoke_test()?;
         Ok(set)

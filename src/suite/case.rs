@@ -64,9 +64,15 @@ pub struct Case {
     /// nodes,namespaces,pvc,storageclasses,networkpolicies,queues -A -o yaml` prints it, or
     /// its objects inline as a list.
     pub cluster: Option<Value>,
+    /// The inventory leaves nodes out, for this reason (as the webhook's inventory says when
+    /// it reaches its memory bound): capacity is unknown.
+    pub cluster_incomplete: Option<String>,
     /// Trainer runtimes, as the file-level `runtimes`.
     #[serde(default)]
     pub runtimes: Vec<Value>,
+    /// The runtimes are a last listing kept while their watch fails, for this reason (as
+    /// the webhook's catalog marks them).
+    pub runtimes_stale: Option<String>,
     pub expect: Expect,
 }
 
@@ -162,7 +168,10 @@ impl Case {
 impl Case {
     /// The case's cluster inventory, if it gives one.
     pub fn cluster(&self, dir: &Path) -> Result<Option<ClusterHandle>, String> {
-        let inventory = match &self.cluster {
+        let mut inventory = match &self.cluster {
+            None if self.cluster_incomplete.is_some() => {
+                return Err("clusterIncomplete needs a cluster to mark".into())
+            }
             None => return Ok(None),
             Some(Value::String(file)) => snapshot::read(&dir.join(file))?,
             Some(Value::Array(items)) => snapshot::from_items(items.clone(), "the case's cluster")?,
@@ -173,6 +182,9 @@ impl Case {
                 snapshot::from_items(items.clone(), "the case's cluster")?
             }
         };
+        if let Some(why) = &self.cluster_incomplete {
+            inventory.incomplete = Some(why.clone());
+        }
         Ok(Some(ClusterHandle::fixed(&inventory)))
     }
 }

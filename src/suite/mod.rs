@@ -8,8 +8,11 @@
 //!   fails), and a case must state at least one expectation.
 //! - Cases run exactly the production path ([`crate::review::review`]) on a policy set
 //!   compiled from the same sources, with the case's parameter overlay if it has one.
+//! - With coverage on ([`Suite::record_coverage`]) the verdicts checked are the same: the
+//!   lines are recorded by an extra interpreter evaluation (see [`coverage`]).
 
 pub mod case;
+pub mod coverage;
 pub mod expect;
 pub mod junit;
 
@@ -19,8 +22,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use regex::Regex;
 
+use crate::policy::coverage::CoverageSink;
 use crate::policy::load::{read_rego, rego_files, PolicySources};
-use crate::policy::set::from_rego;
+use crate::policy::set::{from_rego, POLICY_PACKAGE};
 use crate::policy::{EvalError, LoadError, ParamsFile, PolicySet};
 use crate::review::Decision;
 use case::{Case, CaseFile};
@@ -68,6 +72,9 @@ pub struct Suite {
     tests: Vec<TestCase>,
     /// Sets compiled with a case's params overlay, keyed by the overlay's JSON.
     variants: Mutex<HashMap<String, Arc<PolicySet>>>,
+    /// With coverage on ([`Suite::record_coverage`]): where every test leaves the lines
+    /// it evaluated on the interpreter.
+    coverage: Option<CoverageSink>,
 }
 
 /// Rule heads of Rego tests: `test_name if ...`, `test_name := ...`, `test_name { ... }`.
@@ -116,7 +123,44 @@ impl Suite {
             base: Arc::new(base),
             tests,
             variants: Mutex::new(HashMap::new()),
+            coverage: None,
         })
+    }
+
+    /// From now on every test also records the policy lines it evaluates: each case is
+    /// evaluated once more on the interpreter with coverage on (where the VM runs it, that
+    /// run is the reference the VM is checked against), each Rego test with coverage on.
+    /// The verdicts checked are those of the production path, as without coverage.
+    /// Every policy's `meta` counts as evaluated: compiling a set evaluates it.
+    pub fn record_coverage(&mut self) -> CoverageSink {
+        if let Some(sink) = &self.coverage {
+            return sink.clone();
+        }
+        let sink = CoverageSink::default();
+        let mut engine = self.base.engine();
+        engine.set_enable_coverage(true);
+        for policy in self.base.policies() {
+            let meta = format!("data.{POLICY_PACKAGE}.{}.meta", policy.name);
+            // Compiling the set evaluated it already: it cannot fail here.
+            let _ = engine.eval_rule(meta);
+        }
+        sink.record(&engine);
+        self.coverage = Some(sink.clone());
+        sink
+    }
+
+    /// The coverage of the tests run since [`Suite::record_coverage`]; `tests` is how
+    /// many ran.
+    pub fn coverage_report(
+        &self,
+        tests: usize,
+    ) -> Option<Result<coverage::CoverageReport, String>> {
+        let sink = self.coverage.as_ref()?;
+        Some(coverage::CoverageReport::build(
+            self.base.sources(),
+            sink,
+            tests,
+        ))
     }
 
     pub fn tests(&self) -> &[TestCase] {
@@ -142,7 +186,14 @@ impl Suite {
 
     fn run_rego(&self, package: &str, rule: &str) -> TestResult {
         let mut engine = self.base.engine();
-        match engine.eval_rule(format!("{package}.{rule}")) {
+        if self.coverage.is_some() {
+            engine.set_enable_coverage(true);
+        }
+        let result = engine.eval_rule(format!("{package}.{rule}"));
+        if let Some(sink) = &self.coverage {
+            sink.record(&engine);
+        }
+        match result {
             Ok(regorus::Value::Bool(true)) => Ok(()),
             Ok(regorus::Value::Undefined) => {
                 Err("undefined: some expression in the test body was false".into())
@@ -170,13 +221,29 @@ impl Suite {
         };
         let runtimes: Vec<&serde_json::Value> = case.runtimes.iter().collect();
         let set = match case::runtime_catalog(&runtimes, dir, fixtures)? {
-            Some(catalog) => Arc::new((*set).clone().with_runtimes(catalog)),
+            Some(catalog) => {
+                catalog.set_stale(case.runtimes_stale.clone());
+                Arc::new((*set).clone().with_runtimes(catalog))
+            }
+            None if case.runtimes_stale.is_some() => {
+                return Err("runtimesStale needs runtimes to mark".into())
+            }
             None => set,
         };
         let input = case.input(fixtures, dir)?;
         let result = crate::review::review(&set, &input);
         let mut mismatches = expect::compare(&case.expect, &result);
-        mismatches.extend(backend_disagreement(&set, &input, &result));
+        // The interpreter's decision: the reference the VM is checked against and, with
+        // coverage on, the evaluation whose lines count.
+        let interpreted = match (&self.coverage, set.interpreter_reason()) {
+            (Some(sink), _) => Some(crate::review::review(
+                &set.interpreter_only().with_coverage(sink.clone()),
+                &input,
+            )),
+            (None, None) => Some(crate::review::review(&set.interpreter_only(), &input)),
+            (None, Some(_)) => None,
+        };
+        mismatches.extend(backend_disagreement(&set, &result, interpreted.as_ref()));
         mismatches.extend(revalidation_disagreement(&set, &input, &result));
         mismatches.extend(index_disagreement(&set, &input, &result));
         if mismatches.is_empty() {
@@ -246,20 +313,18 @@ fn handoff_disagreement(
 /// the VM is newer, so every case doubles as a differential test.
 fn backend_disagreement(
     set: &PolicySet,
-    input: &crate::review::Input,
     vm: &Result<Decision, EvalError>,
+    reference: Option<&Result<Decision, EvalError>>,
 ) -> Option<String> {
-    if set.interpreter_reason().is_some() {
-        return None;
-    }
-    let reference = crate::review::review(&set.interpreter_only(), input);
+    // A set on the interpreter was checked on it: there is no VM decision to compare.
+    let reference = reference.filter(|_| set.interpreter_reason().is_none())?;
     let summary = |r: &Result<Decision, EvalError>| match r {
         Ok(d) => {
             serde_json::json!({"skipped": d.skipped, "violations": d.violations, "patch": d.patch})
         }
         Err(_) => serde_json::json!("evaluation error"),
     };
-    let (a, b) = (summary(vm), summary(&reference));
+    let (a, b) = (summary(vm), summary(reference));
     (a != b).then(|| {
         format!(
             "bytecode VM and interpreter disagree\n{}",
