@@ -1,12 +1,12 @@
 //! Line coverage of policy evaluation, as regorus's interpreter records it: what
 //! `gangplank test --coverage` reports.
 //!
-//! Entry points: [`CoverageSink`], attached to a set with [`PolicySet::with_coverage`]
+//! Entry points: [`CoverageSink`], attached to a set with `PolicySet::with_coverage`
 //! (every interpreter evaluation of that set then adds the lines it evaluated), and
 //! [`rules_of`] (each rule definition of a module with the lines coverage counts in it).
 //!
 //! Coverage is an interpreter feature: the bytecode VM records nothing, so a set with a sink
-//! must be evaluated on the interpreter ([`PolicySet::interpreter_only`]).
+//! must be evaluated on the interpreter (`PolicySet::interpreter_only`).
 //!
 //! # Guarantees
 //! - The lines counted in a module are those regorus's own report counts: the lines of the
@@ -19,8 +19,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use regorus::unstable::{Expr, Literal, Parser, Query, Ref, Rule, RuleHead, Source};
 use regorus::Engine;
-
-use super::set::PolicySet;
 
 /// The lines of one file: those coverage counts, and those some evaluation reached.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,28 +71,6 @@ impl CoverageSink {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-    }
-}
-
-impl PolicySet {
-    /// The same set recording, into `sink`, the lines every interpreter evaluation reaches.
-    pub fn with_coverage(mut self, sink: CoverageSink) -> PolicySet {
-        self.coverage = Some(sink);
-        self
-    }
-
-    /// Turns coverage on for an interpreter about to evaluate, when the set records it.
-    pub(super) fn start_coverage(&self, engine: &mut Engine) {
-        if self.coverage.is_some() {
-            engine.set_enable_coverage(true);
-        }
-    }
-
-    /// Adds what `engine` reached to the set's sink, if it has one.
-    pub(super) fn finish_coverage(&self, engine: &Engine) {
-        if let Some(sink) = &self.coverage {
-            sink.record(engine);
-        }
     }
 }
 

@@ -468,3 +468,25 @@ pub use super::to_rego::to_rego;
 pub fn from_rego(v: &RegoValue) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
+
+impl PolicySet {
+    /// The same set recording, into `sink`, the lines every interpreter evaluation reaches.
+    pub fn with_coverage(mut self, sink: super::coverage::CoverageSink) -> PolicySet {
+        self.coverage = Some(sink);
+        self
+    }
+
+    /// Turns coverage on for an interpreter about to evaluate, when the set records it.
+    pub(super) fn start_coverage(&self, engine: &mut Engine) {
+        if self.coverage.is_some() {
+            engine.set_enable_coverage(true);
+        }
+    }
+
+    /// Adds what `engine` reached to the set's sink, if it has one.
+    pub(super) fn finish_coverage(&self, engine: &Engine) {
+        if let Some(sink) = &self.coverage {
+            sink.record(engine);
+        }
+    }
+}

@@ -16,6 +16,10 @@ use crate::job::kinds::Role;
 
 use super::{hpa, mpi, naming, outcome, podgroup, pods, services, Timestamp};
 
+mod gang_reason;
+mod mpi_objects;
+mod terminal;
+
 /// Decides what one reconcile of `job` does, given what the cluster holds (`observed`) and
 /// the time (`now`).
 ///
@@ -187,80 +191,6 @@ impl<'a> Planner<'a> {
         }
         self.scale_down(&slots);
         self.reconcile_pods(&slots, count);
-    }
-
-    /// Until the job first runs, the gang scheduler's reason for not placing its gang (see
-    /// [`watchdog::gang_reason`]) goes on the Created condition (reason `<Kind>Unschedulable`)
-    /// and into a Warning Event as soon as the scheduler gives it, instead of only in the
-    /// start deadline's message; so does a PodGroup the API server refused (reason
-    /// `<Kind>PodGroupRefused`). Created gets its own reason back once the gang is placed.
-    fn explain_unplaced_gang(&mut self) {
-        let status = &self.status;
-        let first_start = status.condition(ConditionType::Running).is_none()
-            && !status.is(ConditionType::Restarting);
-        if self.config.gang.is_none() || !first_start {
-            return;
-        }
-        let kind = self.job.kind();
-        let group = naming::pod_group_name(self.job);
-        let ours = [
-            reason(kind, "Unschedulable"),
-            reason(kind, "PodGroupRefused"),
-        ];
-        let shown = status
-            .condition(ConditionType::Created)
-            .is_some_and(|c| ours.contains(&c.reason));
-        let pod_group = self.observed.pod_group.as_ref();
-        let held_back = self
-            .config
-            .gang
-            .as_ref()
-            .is_some_and(|g| pod_group.is_some() && !podgroup::ready_for_pods(g, pod_group));
-        let refused = self.observed.facts.pod_group_refused.as_ref();
-        if held_back || refused.is_some() {
-            // Volcano's reasons for a PodGroup it has not admitted are Events, which are
-            // not watched, and a refused PodGroup is written again: look again.
-            self.requeue(Some(GANG_REASON_RECHECK));
-        }
-        let unplaced = self.observed.pods.iter().all(|p| phase(p) == "Pending");
-        let why = match refused {
-            Some(r) => Some((
-                "PodGroupRefused",
-                format!("PodGroup {group} was refused: {r}"),
-            )),
-            None => watchdog::gang_reason(self.observed)
-                .filter(|_| unplaced)
-                .map(|r| {
-                    (
-                        "Unschedulable",
-                        format!("PodGroup {group} is unschedulable: {r}"),
-                    )
-                }),
-        };
-        match why {
-            Some((what, why)) => {
-                let reason = reason(kind, what);
-                let msg = format!("{kind} {} is waiting for its gang: {why}", self.job_ref());
-                let changed = self.status.set_condition(
-                    ConditionType::Created,
-                    true,
-                    reason.clone(),
-                    msg.clone(),
-                    self.now,
-                );
-                if changed {
-                    self.out.events.push(Event::warning(reason, msg));
-                }
-            }
-            None if shown => self.restore_created(),
-            None => {}
-        }
-    }
-
-    /// Created gets its own reason and message back, after a wait it explained is over.
-    fn restore_created(&mut self) {
-        let msg = format!("{} {} is created.", self.job.kind(), self.job_ref());
-        self.set(ConditionType::Created, true, "Created", msg, false);
     }
 
     /// Appends the pods being recreated, with their exit codes, to a True Restarting
@@ -435,84 +365,6 @@ impl<'a> Planner<'a> {
         false
     }
 
-    /// An MPIJob's shared objects, before its pods, which mount or use them: the ConfigMap
-    /// (kept in step with the running workers), then v2beta1's SSH Secret and Service or v1's
-    /// launcher ServiceAccount, Role and RoleBinding.
-    fn mpi_shared_objects(&mut self, slots: &[Slots]) {
-        let (job, observed) = (self.job, self.observed);
-        let want = match mpi::is_v2(job) {
-            true => mpi::objects::config_map(job, &workers(slots), self.config),
-            false => mpi::kubexec::config_map(job, &workers(slots)),
-        };
-        match &observed.config_map {
-            None => self.push(Action::CreateConfigMap(Box::new(want))),
-            Some(have) if have.data != want.data => self.push(Action::UpdateConfigMap {
-                name: mpi::config_name(job),
-                data: want.data.unwrap_or_default(),
-            }),
-            Some(_) => {}
-        }
-        match mpi::is_v2(job) {
-            true => self.ssh_objects(),
-            false => self.launcher_rbac(&workers(slots)),
-        }
-    }
-
-    /// v2beta1: the SSH Secret (never rewritten once it exists) and the headless Service.
-    fn ssh_objects(&mut self) {
-        let (job, observed) = (self.job, self.observed);
-        match observed.ssh_secret {
-            SshSecret::Absent => {
-                let secret = mpi::objects::ssh_secret(job);
-                self.push(Action::CreateSshSecret(Box::new(secret)));
-            }
-            SshSecret::Damaged => {
-                let msg = format!(
-                    "Secret {:?} lost its keys; writing a new pair",
-                    mpi::secret_name(job)
-                );
-                self.out
-                    .events
-                    .push(Event::warning("SSHSecretRepaired", msg));
-                self.push(Action::RepairSshSecret {
-                    name: mpi::secret_name(job),
-                });
-            }
-            SshSecret::Intact => {}
-        }
-        if !observed.has_service(&job.name) {
-            let service = mpi::objects::service(job);
-            self.push(Action::CreateService(Box::new(service)));
-        }
-    }
-
-    /// v1: the launcher's ServiceAccount, its Role (exec rights on exactly the job's own
-    /// `workers` observed, so rewritten as they appear and go) and the RoleBinding between
-    /// them.
-    fn launcher_rbac(&mut self, workers: &[&Pod]) {
-        let (job, have) = (self.job, &self.observed.launcher_rbac);
-        if !have.service_account {
-            let account = mpi::kubexec::service_account(job);
-            self.push(Action::CreateServiceAccount(Box::new(account)));
-        }
-        let rules = mpi::kubexec::role_rules(workers);
-        match &have.role {
-            None => {
-                let role = mpi::kubexec::role(job, workers);
-                self.push(Action::CreateRole(Box::new(role)));
-            }
-            Some(role) if role.rules.as_ref() != Some(&rules) => self.push(Action::UpdateRole {
-                name: mpi::launcher_name(job),
-                rules,
-            }),
-            Some(_) => {}
-        }
-        if !have.role_binding {
-            let binding = mpi::kubexec::role_binding(job);
-            self.push(Action::CreateRoleBinding(Box::new(binding)));
-        }
-    }
-
     /// Pods and Services whose index is not below `replicas` any more.
     fn scale_down(&mut self, slots: &[Slots]) {
         for s in slots {
@@ -534,115 +386,6 @@ impl<'a> Planner<'a> {
                     });
                 }
             }
-        }
-    }
-
-    /// The watchdog fired: fail the job, or recreate the whole gang as one restart.
-    fn stuck(&mut self, message: String, count: BackoffCount) {
-        let gang_restart = BackoffCount { new: 1, ..count };
-        if self.config.on_stuck == StuckAction::Fail
-            || gang_restart.exceeded(self.job.run_policy.backoff_limit)
-        {
-            return self.fail_now("StartDeadlineExceeded", message);
-        }
-        self.set(
-            ConditionType::Restarting,
-            true,
-            "StartDeadlineExceeded",
-            message,
-            true,
-        );
-        let live: Vec<&Pod> = self
-            .observed
-            .pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
-        let uids: Vec<String> = live.iter().filter_map(|p| p.metadata.uid.clone()).collect();
-        self.push(Action::PatchJobAnnotations(restart::record(
-            count.recorded + 1,
-            &uids,
-        )));
-        for pod in live {
-            self.delete_pod(pod, DeleteReason::GangRestart);
-        }
-    }
-
-    /// ExitCode with a permanent code: upstream's message, quotes included.
-    fn fail_permanent(&mut self, f: &Failure) {
-        if let FailedPod::Permanent { exit_code } = f.verdict {
-            self.exited_with_code(f.pod, exit_code);
-        }
-        let msg = format!(
-            "job {:?} is failing because {:?} replica(s) failed.",
-            self.job.name, f.replica_type
-        );
-        self.out.events.push(Event::warning(
-            reason(self.job.kind(), "Failed"),
-            msg.clone(),
-        ));
-        self.status.complete_at(self.now);
-        self.set(ConditionType::Failed, true, "Failed", msg, false);
-        self.finish();
-    }
-
-    fn fail_invalid(&mut self) {
-        let problems: Vec<String> = self
-            .job
-            .problems
-            .iter()
-            .map(|p| format!("{}: {}", p.path, p.msg))
-            .collect();
-        let msg = format!(
-            "{} {} is invalid: {}",
-            self.job.kind(),
-            self.job.name,
-            problems.join("; ")
-        );
-        self.fail_now("FailedValidation", msg);
-    }
-
-    /// Marks the job Failed now (reason `<Kind><what>`) and cleans up.
-    fn fail_now(&mut self, what: &str, msg: String) {
-        self.status.complete_at(self.now);
-        self.set(ConditionType::Failed, true, what, msg, true);
-        self.finish();
-    }
-
-    /// A finished job: fold active into succeeded (Succeeded only), apply cleanPodPolicy,
-    /// delete the PodGroup, and delete the job once its TTL has passed.
-    fn finish(&mut self) {
-        if self.status.is(ConditionType::Succeeded) {
-            for rs in self.status.replica_statuses.values_mut() {
-                rs.succeeded += rs.active;
-                rs.active = 0;
-            }
-        }
-        let policy = self
-            .job
-            .run_policy
-            .clean_pod_policy
-            .as_deref()
-            .unwrap_or("None");
-        for pod in &self.observed.pods {
-            let clean = match policy {
-                "All" => true,
-                "Running" => matches!(phase(pod), "Running" | "Pending"),
-                _ => false,
-            };
-            if clean {
-                self.delete_pod(pod, DeleteReason::CleanUp);
-            }
-        }
-        self.delete_pod_group();
-        let ttl = deadlines::ttl(
-            self.status.completion_time.as_ref(),
-            self.job.run_policy.ttl_seconds_after_finished,
-            self.now,
-        );
-        match ttl {
-            Deadline::Passed => self.push(Action::DeleteJob),
-            other => self.requeue(other.remaining()),
         }
     }
 
