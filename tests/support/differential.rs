@@ -460,8 +460,10 @@ async fn clean_up(
 }
 
 /// How long a Volcano PodGroup must stay Unschedulable with no pod bound to count as "not
-/// placed": vc-scheduler runs every second here, the controller creates pods within one.
-const VOLCANO_SETTLE: Duration = Duration::from_secs(4);
+/// placed": vc-scheduler runs every second here and the controller creates pods within one,
+/// but a new node reaches Volcano's cache (and so its enqueue) later on a loaded machine: 4 s
+/// once left a gang that fits (pair 129, cordoned nodes it tolerates) Pending, never placed.
+const VOLCANO_SETTLE: Duration = Duration::from_secs(10);
 
 /// The job as the webhook leaves it for Volcano (`schedulerName: volcano` on every template)
 /// and, for half the pairs that ask for GPUs, a Queue of its own whose GPU capability is
