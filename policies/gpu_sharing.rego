@@ -49,10 +49,9 @@ relevant if {
 	sharing_label(key, v)
 }
 
-sharing_label(key, _) if key in {
-	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy",
-	"cloud.google.com/gke-gpu-sharing-strategy", "cloud.google.com/gke-max-shared-clients-per-gpu",
-}
+sharing_label(key, _) if key in gpu_strategy_labels
+
+sharing_label(key, _) if key in gpu_replica_labels
 
 sharing_label(key, _) if {
 	startswith(key, "nvidia.com/mig-")
@@ -122,12 +121,17 @@ product(c, name) := {sprintf("nvidia.com/gpu.product=%s", [p]) |
 }
 
 # GPU Feature Discovery labels whole GPUs as nvidia.com/gpu.*, MIG profiles as
-# nvidia.com/mig-<profile>.*; GKE labels the node's GPUs.
-strategy_labels(name) := ["nvidia.com/gpu.sharing-strategy", "cloud.google.com/gke-gpu-sharing-strategy"] if {
+# nvidia.com/mig-<profile>.*; GKE labels the node's GPUs. (src/cluster/view.rs keeps these
+# labels in every projection.)
+gpu_strategy_labels := ["nvidia.com/gpu.sharing-strategy", "cloud.google.com/gke-gpu-sharing-strategy"]
+
+gpu_replica_labels := ["nvidia.com/gpu.replicas", "cloud.google.com/gke-max-shared-clients-per-gpu"]
+
+strategy_labels(name) := gpu_strategy_labels if {
 	endswith(name, "/gpu")
 } else := [sprintf("%s.sharing-strategy", [name])]
 
-replica_labels(name) := ["nvidia.com/gpu.replicas", "cloud.google.com/gke-max-shared-clients-per-gpu"] if {
+replica_labels(name) := gpu_replica_labels if {
 	endswith(name, "/gpu")
 } else := [sprintf("%s.replicas", [name])]
 

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use support::controller::{pods_of, set_running, Controller};
 use support::nodes::create_gpu_pool;
 use support::scheduler::Placement;
-use support::volcano::{pod_group, queue};
+use support::volcano::{find_pod_group, pod_group, queue, reap, wait_bound, wait_pod_group};
 use support::{jobs, ControlPlane, Crds, Scheduling, Webhooks};
 
 e2e_suite!(
@@ -64,66 +64,12 @@ fn plane() -> &'static ControlPlane {
     plane
 }
 
-/// The job's PodGroup `<job>-pytorchjob`, if it exists.
-async fn find_pod_group(client: &kube::Client, ns: &str, job: &str) -> Option<Value> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &pod_group());
-    let name = format!("{job}-pytorchjob");
-    match api.get_opt(&name).await {
-        Ok(found) => found.and_then(|pg| serde_json::to_value(pg).ok()),
-        Err(e) => panic!("get PodGroup {ns}/{name}: {e}"),
-    }
-}
-
-/// Waits until the job's PodGroup exists and `accept` takes it.
-async fn wait_pod_group(
-    client: &kube::Client,
-    ns: &str,
-    job: &str,
-    what: &str,
-    accept: impl Fn(&Value) -> bool,
-) -> Value {
-    let what = format!("PodGroup of {ns}/{job}: {what}");
-    support::wait_for(&what, LIMIT, || async {
-        match find_pod_group(client, ns, job).await {
-            Some(pg) if accept(&pg) => Ok(pg),
-            Some(pg) => Err(format!("{}", pg["status"])),
-            None => Err("not created".to_string()),
-        }
-    })
-    .await
-}
-
 async fn wait_no_pod_group(client: &kube::Client, ns: &str, job: &str) {
     support::wait_for(&format!("no PodGroup of {ns}/{job}"), LIMIT, || async {
         match find_pod_group(client, ns, job).await {
             None => Ok(()),
             Some(pg) => Err(format!("still there: {}", pg["metadata"])),
         }
-    })
-    .await
-}
-
-/// The kubelet's part in a deletion: pods of `ns` with a deletionTimestamp are removed
-/// (grace period 0), as a kubelet does once their containers stop.
-async fn reap(client: &kube::Client, ns: &str) {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pods = api.list(&ListParams::default()).await.map(|l| l.items);
-    let now = DeleteParams::default().grace_period(0);
-    for pod in pods.unwrap_or_default() {
-        if let (Some(name), Some(_)) = (&pod.metadata.name, &pod.metadata.deletion_timestamp) {
-            let _ = api.delete(name, &now).await;
-        }
-    }
-}
-
-/// Waits until `job` has `count` pods and every one of them is bound; the placement.
-async fn wait_bound(client: &kube::Client, ns: &str, job: &str, count: usize) -> Placement {
-    support::wait_for(&format!("{count} pods of {job} bound"), LIMIT, || async {
-        reap(client, ns).await;
-        let placement = Placement::read(client, ns, &jobs::selector(job)).await;
-        let all = placement.bound.len() == count && placement.pending.is_empty();
-        all.then_some(placement.clone())
-            .ok_or_else(|| placement.summary())
     })
     .await
 }

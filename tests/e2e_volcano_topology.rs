@@ -17,13 +17,12 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 use support::controller::Controller;
 use support::nodes::create_gpu_pool;
 use support::scheduler::Placement;
-use support::volcano::{hypernode, pod_group};
+use support::volcano::{hypernode, reap, wait_bound, wait_pod_group};
 use support::{jobs, ControlPlane, Crds, Scheduling, Webhooks};
 
 e2e_suite!(
@@ -67,44 +66,6 @@ fn node_members(nodes: &[String]) -> Value {
         .collect()
 }
 
-/// Deletes the pods of `ns` that are being deleted, as a kubelet would (none runs here).
-async fn reap(client: &kube::Client, ns: &str) {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pods = api.list(&ListParams::default()).await.map(|l| l.items);
-    let now = DeleteParams::default().grace_period(0);
-    for pod in pods.unwrap_or_default() {
-        if let (Some(name), Some(_)) = (&pod.metadata.name, &pod.metadata.deletion_timestamp) {
-            let _ = api.delete(name, &now).await;
-        }
-    }
-}
-
-async fn wait_bound(client: &kube::Client, ns: &str, job: &str, count: usize) -> Placement {
-    support::wait_for(&format!("{count} pods of {job} bound"), LIMIT, || async {
-        reap(client, ns).await;
-        let placement = Placement::read(client, ns, &jobs::selector(job)).await;
-        let all = placement.bound.len() == count && placement.pending.is_empty();
-        all.then_some(placement.clone())
-            .ok_or_else(|| placement.summary())
-    })
-    .await
-}
-
-async fn wait_pod_group(client: &kube::Client, ns: &str, job: &str) -> Value {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &pod_group());
-    let name = format!("{job}-pytorchjob");
-    support::wait_for(&format!("PodGroup {name} with a phase"), LIMIT, || async {
-        let pg = api.get_opt(&name).await.map_err(|e| e.to_string())?;
-        let pg = pg
-            .and_then(|pg| serde_json::to_value(pg).ok())
-            .ok_or("not yet")?;
-        (!jobs::get_str(&pg, "/status/phase").is_empty())
-            .then_some(pg.clone())
-            .ok_or_else(|| format!("{pg}"))
-    })
-    .await
-}
-
 async fn a_hard_gang_lands_inside_one_hypernode_or_waits_whole_and_is_refused_at_create() {
     let assets = support::assets::get();
     let plane = ControlPlane::start_with(&assets, Crds::TrainingV1, Scheduling::VolcanoTopology);
@@ -125,7 +86,10 @@ async fn a_hard_gang_lands_inside_one_hypernode_or_waits_whole_and_is_refused_at
     // it whole while the narrow one (created after it) is bound inside one leaf.
     jobs::create_ok(&client, &ns, &leaf_gang("wide", 3, &ns)).await;
     jobs::create_ok(&client, &ns, &leaf_gang("narrow", 1, &ns)).await;
-    let pg = wait_pod_group(&client, &ns, "wide").await;
+    let pg = wait_pod_group(&client, &ns, "wide", "a phase", |pg| {
+        !jobs::get_str(pg, "/status/phase").is_empty()
+    })
+    .await;
     assert_eq!(
         pg["spec"]["networkTopology"],
         json!({"mode": "hard", "highestTierAllowed": 1}),

@@ -105,21 +105,16 @@ pub fn project(summary: &Value, p: &Projection, hostnames: &Hostnames) -> Value 
             picked.entry(i).or_default().push(host);
         }
     }
-    let mut merged: BTreeMap<String, Value> = BTreeMap::new();
     let classes = summary["node_classes"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
+    let mut members = Members::new();
     for (i, class) in classes.iter().enumerate() {
-        let hosts = picked.get(&i).map(Vec::as_slice).unwrap_or_default();
-        for name in hosts {
-            add(&mut merged, class, p, Some(name), 1);
-        }
+        let hosts = picked.remove(&i).unwrap_or_default();
         let size = class["size"].as_u64().unwrap_or(0) as usize;
         let rest = size.saturating_sub(hosts.len());
-        if rest > 0 {
-            add(&mut merged, class, p, None, rest);
-        }
+        members.insert(i, (hosts, rest));
     }
     let mut out = Map::new();
     for (k, v) in summary.as_object().into_iter().flatten() {
@@ -129,7 +124,7 @@ pub fn project(summary: &Value, p: &Projection, hostnames: &Hostnames) -> Value 
     }
     out.insert(
         "node_classes".into(),
-        Value::Array(merged.into_values().collect()),
+        Value::Array(merged(classes, members, p)),
     );
     out.insert(
         "hypernodes".into(),
@@ -153,7 +148,7 @@ fn project_hypernodes(
     for (name, hn) in hypernodes {
         // Per class of the cluster: the HyperNode's nodes in it that a selector names, and
         // how many others.
-        let mut by_class: BTreeMap<usize, (Vec<&str>, usize)> = BTreeMap::new();
+        let mut by_class = Members::new();
         let names = hn["nodes"]
             .as_array()
             .map(Vec::as_slice)
@@ -169,29 +164,37 @@ fn project_hypernodes(
                 entry.1 += 1;
             }
         }
-        let mut merged: BTreeMap<String, Value> = BTreeMap::new();
-        for (i, (picked, rest)) in by_class {
-            let Some(class) = classes.get(i) else {
-                continue;
-            };
-            for host in picked {
-                add(&mut merged, class, p, Some(host), 1);
-            }
-            if rest > 0 {
-                add(&mut merged, class, p, None, rest);
-            }
-        }
         out.insert(
             name.clone(),
             json!({
                 "tier": hn["tier"],
                 "tier_name": hn["tier_name"],
                 "node_count": names.len(),
-                "node_classes": merged.into_values().collect::<Vec<_>>(),
+                "node_classes": merged(classes, by_class, p),
             }),
         );
     }
     Value::Object(out)
+}
+
+/// Per class index: the nodes in it that a selector names, and how many others.
+type Members<'a> = BTreeMap<usize, (Vec<&'a str>, usize)>;
+
+/// The classes of `members`, merged as `p` sees them: a named node alone, the rest together.
+fn merged(classes: &[Value], members: Members, p: &Projection) -> Vec<Value> {
+    let mut merged: BTreeMap<String, Value> = BTreeMap::new();
+    for (i, (picked, rest)) in members {
+        let Some(class) = classes.get(i) else {
+            continue;
+        };
+        for host in picked {
+            add(&mut merged, class, p, Some(host), 1);
+        }
+        if rest > 0 {
+            add(&mut merged, class, p, None, rest);
+        }
+    }
+    merged.into_values().collect()
 }
 
 /// Adds `size` nodes of `class` (one named `host`, if given) to the merged classes.

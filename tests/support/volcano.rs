@@ -5,7 +5,8 @@
 //! [`Scheduling::Volcano`](super::Scheduling::Volcano) starts them (see
 //! [`ControlPlane::start_volcano`]); [`requirement`] for the suite's harness (the suite is
 //! skipped, with the reason printed, without the binaries); [`find`] says where they are;
-//! [`pod_group`] and [`queue`] are the API resources.
+//! [`pod_group`] and [`queue`] are the API resources; [`wait_pod_group`], [`wait_bound`] and
+//! [`reap`] are the waits the Volcano suites share.
 //!
 //! The binaries are built once per machine by `../shared/tools/volcano-test-assets.sh` into
 //! `~/.cache/kube-test-assets/volcano-<version>/` (`bin/`, `crds/`, `conf/`), or named by
@@ -17,11 +18,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
 
 use super::control_plane::{free_ports, FIELD_MANAGER};
+use super::scheduler::Placement;
 use super::ControlPlane;
 
 /// Volcano's scheduler name, as the shipped policies and the controller write it.
@@ -316,4 +319,61 @@ impl ControlPlane {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// How long the Volcano suites wait for a PodGroup or a placement.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The job's PodGroup `<job>-pytorchjob`, if it exists.
+pub async fn find_pod_group(client: &kube::Client, ns: &str, job: &str) -> Option<Value> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &pod_group());
+    let name = format!("{job}-pytorchjob");
+    match api.get_opt(&name).await {
+        Ok(found) => found.and_then(|pg| serde_json::to_value(pg).ok()),
+        Err(e) => panic!("get PodGroup {ns}/{name}: {e}"),
+    }
+}
+
+/// Waits until the job's PodGroup exists and `accept` takes it.
+pub async fn wait_pod_group(
+    client: &kube::Client,
+    ns: &str,
+    job: &str,
+    what: &str,
+    accept: impl Fn(&Value) -> bool,
+) -> Value {
+    let what = format!("PodGroup of {ns}/{job}: {what}");
+    super::wait_for(&what, WAIT, || async {
+        match find_pod_group(client, ns, job).await {
+            Some(pg) if accept(&pg) => Ok(pg),
+            Some(pg) => Err(format!("{}", pg["status"])),
+            None => Err("not created".to_string()),
+        }
+    })
+    .await
+}
+
+/// The kubelet's part in a deletion: pods of `ns` with a deletionTimestamp are removed
+/// (grace period 0), as a kubelet does once their containers stop.
+pub async fn reap(client: &kube::Client, ns: &str) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = api.list(&ListParams::default()).await.map(|l| l.items);
+    let now = DeleteParams::default().grace_period(0);
+    for pod in pods.unwrap_or_default() {
+        if let (Some(name), Some(_)) = (&pod.metadata.name, &pod.metadata.deletion_timestamp) {
+            let _ = api.delete(name, &now).await;
+        }
+    }
+}
+
+/// Waits until `job` has `count` pods and every one of them is bound; the placement.
+pub async fn wait_bound(client: &kube::Client, ns: &str, job: &str, count: usize) -> Placement {
+    super::wait_for(&format!("{count} pods of {job} bound"), WAIT, || async {
+        reap(client, ns).await;
+        let placement = Placement::read(client, ns, &super::jobs::selector(job)).await;
+        let all = placement.bound.len() == count && placement.pending.is_empty();
+        all.then_some(placement.clone())
+            .ok_or_else(|| placement.summary())
+    })
+    .await
 }
