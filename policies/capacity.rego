@@ -211,6 +211,44 @@ interference_of(i) := 0 if {
 # Pods of group i kube-scheduler places whatever the order.
 sure := [max([0, min([g.pods, alone[i] - interference[i]])]) | some i, g in groups]
 
+# --- kube-scheduler's order, searched. ---
+# Where the counts above leave the verdict to the order (`unsure`), gangplank searched every
+# order and tie of kube-scheduler's pod group cycle with its default scores, on the idle
+# nodes (src/placement): data.cluster.kube_scheduler says "always", "never", "either" or
+# "unknown" (and why). Trusted only on the counts' own terms: the same reach for every
+# replica type, every pod counted, the whole capacity.
+search := object.get(cluster, "kube_scheduler", {})
+
+search_trusted if {
+	params.capacityFraction == 1
+	unchecked_pods == 0
+	count([r | some r in placed; object.get(search.reach, r.key, null) != sort(reach[r.key])]) == 0
+}
+
+search_says(outcome) if {
+	search_trusted
+	search.outcome == outcome
+}
+
+# The run the search reports, in words: which pods went to which nodes before some found none.
+search_example := concat(", ", [sprintf("%d %s to %s", [n, types, class_words(c)]) |
+	some step in {[s.types, s.class] | some s in search.example}
+	[types, c] := step
+	n := count([s | some s in search.example; s.types == types; s.class == c])
+])
+
+# A node class in words: the labels the job selects on and what it has of the gang's resources.
+class_words(c) := sprintf("nodes of %s", [concat(", ", array.concat(
+	[sprintf("%s=%s", [k, v]) | some k, v in classes[c].labels],
+	[amount(name, n) | some name, n in classes[c].allocatable; gang_resource(name)],
+))])
+
+gang_resource(name) if {
+	name != "pods"
+	some g in groups
+	g.demand[name]
+}
+
 # --- Words. ---
 
 shown_demand(d) := concat(" + ", [amount(name, n) | some name, n in d; name != "pods"])
@@ -451,6 +489,8 @@ warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 	inventory_known
 	not min_available
 	not refused
+	not search_says("always")
+	not search_says("eventually")
 	some i in unsure
 	g := groups[i]
 	rivals := [groups[j] | some j in others(i)]
@@ -458,6 +498,40 @@ warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 		nodes_in(g.reach), type_names(g), shown_demand(g.demand), selection(g.members[0]), alone[i],
 		concat(" and ", [type_names(h) | some h in rivals]), interference[i], alone[i] - interference[i], g.pods,
 		fix(g, rivals), stale_note,
+	])
+}
+
+# The gang fits, but no order kube-scheduler may take its pods in finds the placement: it
+# never starts on this cluster as it is idle.
+violation contains {"path": g.members[0].podSpecPath, "msg": msg} if {
+	inventory_known
+	not min_available
+	search_says("never")
+	count(failing_sets) == 0
+	count([i | some i, _ in groups; not fits_alone(i)]) == 0
+	i := min(unsure)
+	g := groups[i]
+	rivals := [groups[j] | some j in others(i)]
+	msg := sprintf("kube-scheduler never places the whole gang: it binds the pods one at a time, each to the node it scores highest (the most cpu and memory left; ties at random), and in every order it may take them %s pods find no node left: for one, %s, and then a %s pod has none; %s%s", [
+		search.stuck, search_example, search.stuck, fix(g, rivals), stale_note,
+	])
+}
+
+# The gang fits, and in every order kube-scheduler may take its pods in some ties find the
+# placement, others do not. A failed cycle is retried in the same order (each pod's first
+# queueing time) with ties drawn anew (on the next cluster change that may help, at the
+# latest after 5 minutes in the unschedulable queue), so the gang starts, perhaps late:
+# admitted, with the fix that makes the first attempt certain.
+warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
+	inventory_known
+	not min_available
+	not refused
+	search_says("eventually")
+	i := min(unsure)
+	g := groups[i]
+	rivals := [groups[j] | some j in others(i)]
+	msg := sprintf("kube-scheduler may need more than one attempt to place the whole gang: when it breaks ties between equally good nodes one way, %s pods take the room %s pods need; a failed attempt is retried on the next change in the cluster, at the latest after 5 minutes, so the gang starts, perhaps late; to make the first attempt certain, %s%s", [
+		concat(" and ", [type_names(h) | some h in rivals]), type_names(g), fix(g, rivals), stale_note,
 	])
 }
 

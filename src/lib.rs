@@ -24,6 +24,7 @@ pub mod duration;
 pub mod exit;
 pub mod images;
 pub mod job;
+pub mod placement;
 pub mod pointer;
 pub mod policy;
 pub mod review;

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::inventory::Inventory;
 use super::objects::Objects;
 use super::view::{hostnames_of, project, Hostnames, Projection};
+use crate::placement::{self, model::NodeClass};
 use crate::policy::to_rego::to_rego;
 
 /// `data.cluster`: the summary as JSON (for reports), and the engine values of its
@@ -22,9 +23,16 @@ pub struct ClusterDoc {
     /// Which class each node is in (the summary lists classes, not nodes).
     hostnames: Arc<Hostnames>,
     /// Shared by the docs of one summary: new objects do not cost the projections.
-    projections: Arc<Mutex<HashMap<Projection, RegoValue>>>,
+    projections: Arc<Mutex<HashMap<Projection, Projected>>>,
     /// Claims, NetworkPolicies and Namespaces, added per request for its namespace.
     objects: Arc<Objects>,
+}
+
+/// One projection: as the policies read it, and its classes as the placement search does.
+#[derive(Debug, Clone)]
+struct Projected {
+    value: RegoValue,
+    classes: Arc<Vec<NodeClass>>,
 }
 
 /// Distinct selector shapes kept per inventory; more is unusual (every job its own labels),
@@ -36,10 +44,14 @@ impl ClusterDoc {
     pub fn view(&self, input: &RegoValue) -> RegoValue {
         let p = Projection::of(input);
         let mut cache = self.projections.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v = match cache.get(&p) {
+        let projected = match cache.get(&p) {
             Some(v) => v.clone(),
             None => {
-                let v = to_rego(&project(&self.json, &p, &self.hostnames));
+                let json = project(&self.json, &p, &self.hostnames);
+                let v = Projected {
+                    value: to_rego(&json),
+                    classes: Arc::new(NodeClass::all_of(&json)),
+                };
                 if cache.len() >= MAX_PROJECTIONS {
                     cache.clear();
                 }
@@ -48,8 +60,26 @@ impl ClusterDoc {
             }
         };
         drop(cache);
+        let mut v = projected.value;
         self.objects.add_to(&mut v, input);
+        self.add_placement(&mut v, &projected.classes, input);
         v
+    }
+
+    /// `kube_scheduler`: where kube-scheduler would put this request's pods, when the
+    /// capacity policy's counts cannot tell (see [`crate::placement`]).
+    fn add_placement(&self, v: &mut RegoValue, classes: &[NodeClass], input: &RegoValue) {
+        let complete = self.json["incomplete"].as_str().is_none_or(str::is_empty);
+        let nodes = self.json["node_count"].as_u64().unwrap_or(0);
+        if !complete {
+            return;
+        }
+        let Some(found) = placement::kube_scheduler(classes, nodes, input) else {
+            return;
+        };
+        if let Ok(map) = v.as_object_mut() {
+            map.insert(RegoValue::from("kube_scheduler"), to_rego(&found));
+        }
     }
 
     /// What could not be read from the inventory's source (left out of it).

@@ -245,6 +245,9 @@ pub(super) struct Class {
     /// `node.kubernetes.io/unschedulable:NoSchedule`, which kube-scheduler's NodeUnschedulable
     /// plugin lets a pod tolerate, and is left out of the resource totals.
     pub(super) cordoned: bool,
+    /// PreferNoSchedule taints: no filter, but kube-scheduler's TaintToleration scores a node
+    /// lower for each one a pod does not tolerate (the placement search reads them).
+    pub(super) preferred_taints: Vec<Value>,
     /// The nodes' names: listed by [`Inventory::summary`] (snapshots); the watch keeps
     /// them in its index instead, and leaves this empty.
     pub(super) names: Vec<String>,
@@ -266,9 +269,15 @@ impl Class {
             .into_iter()
             .filter(|(k, v)| !PER_NODE_LABELS.contains(&k.as_str()) && *v != name)
             .collect();
-        let mut taints: Vec<Value> = spec
-            .taints
-            .unwrap_or_default()
+        let all_taints = spec.taints.unwrap_or_default();
+        let mut preferred_taints: Vec<Value> = all_taints
+            .iter()
+            .filter(|t| t.effect == "PreferNoSchedule")
+            .map(|t| json!({"key": t.key, "value": t.value.clone().unwrap_or_default(), "effect": t.effect}))
+            .collect();
+        preferred_taints.sort_by_key(Value::to_string);
+        preferred_taints.dedup();
+        let mut taints: Vec<Value> = all_taints
             .into_iter()
             .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
             .filter(|t| t.key == UNSCHEDULABLE_TAINT || !t.key.starts_with(CONDITION_TAINT_PREFIX))
@@ -318,13 +327,20 @@ impl Class {
             taints,
             allocatable,
             cordoned,
+            preferred_taints,
             names: Vec::new(),
             size: 0,
         }
     }
 
     pub(super) fn key(&self) -> String {
-        json!([self.labels, self.taints, self.allocatable]).to_string()
+        json!([
+            self.labels,
+            self.taints,
+            self.allocatable,
+            self.preferred_taints
+        ])
+        .to_string()
     }
 
     /// Extended resources (`vendor/name`) per node.
@@ -344,6 +360,9 @@ impl Class {
         });
         if !self.names.is_empty() {
             doc["names"] = json!(self.names);
+        }
+        if !self.preferred_taints.is_empty() {
+            doc["preferred_taints"] = json!(self.preferred_taints);
         }
         doc
     }

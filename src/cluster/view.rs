@@ -217,12 +217,17 @@ fn add(
     if let Some(host) = host {
         labels.insert(HOSTNAME.to_string(), Value::from(host));
     }
-    let key = json!([labels, class["taints"], class["allocatable"]]).to_string();
+    let preferred = &class["preferred_taints"];
+    let key = json!([labels, class["taints"], class["allocatable"], preferred]).to_string();
     let entry = merged.entry(key).or_insert_with(|| {
-        json!({
+        let mut doc = json!({
             "size": 0, "labels": labels, "taints": class["taints"], "allocatable": class["allocatable"],
             "max_cpu_millis": 0, "max_memory_bytes": 0,
-        })
+        });
+        if !preferred.is_null() {
+            doc["preferred_taints"] = preferred.clone();
+        }
+        doc
     });
     let grow = |entry: &mut Value, field: &str, v: i64, sum: bool| {
         let have = entry[field].as_i64().unwrap_or(0);

@@ -9,6 +9,7 @@ mod fields;
 pub mod kinds;
 pub mod naming;
 pub mod network_topology;
+pub mod placement_facts;
 pub mod problem;
 pub mod quantity;
 pub mod requests;

@@ -29,6 +29,28 @@ const POD_LEVEL: &[&str] = &["cpu", "memory"];
 
 /// Resource → amount one pod requests, without zero amounts; see the module doc for units.
 pub fn pod_requests(pod_spec: Option<&Map<String, Value>>) -> BTreeMap<String, i64> {
+    requests_with(pod_spec, &[])
+}
+
+/// kube-scheduler's scoring defaults for a container that requests no cpu or no memory
+/// (`schedutil.DefaultMilliCPURequest`, `DefaultMemoryRequest`): its LeastAllocated score
+/// counts such a container at 100m and 200Mi, so that best-effort pods still spread.
+const NON_ZERO_DEFAULTS: [(&str, i64); 2] = [("cpu", 100), ("memory", 200 * 1024 * 1024)];
+
+/// The pod's cpu and memory as kube-scheduler's NodeResourcesFit scores them ("non-zero
+/// requests"): [`pod_requests`], with [`NON_ZERO_DEFAULTS`] for each container (init
+/// containers included) that leaves one unset. An explicit zero stays zero, as upstream.
+pub fn non_zero_requests(pod_spec: Option<&Map<String, Value>>) -> BTreeMap<String, i64> {
+    let mut all = requests_with(pod_spec, &NON_ZERO_DEFAULTS);
+    all.retain(|name, _| NON_ZERO_DEFAULTS.iter().any(|(n, _)| n == name));
+    all
+}
+
+/// [`pod_requests`], with `defaults` standing for what a container does not request.
+fn requests_with(
+    pod_spec: Option<&Map<String, Value>>,
+    defaults: &[(&str, i64)],
+) -> BTreeMap<String, i64> {
     let Some(spec) = pod_spec else {
         return BTreeMap::new();
     };
@@ -39,13 +61,20 @@ pub fn pod_requests(pod_spec: Option<&Map<String, Value>>) -> BTreeMap<String, i
             .unwrap_or_default()
     };
     let mut total: BTreeMap<String, i64> = BTreeMap::new();
+    let own = |c: &Value| {
+        let mut requests = container_requests(c);
+        for (name, n) in defaults {
+            requests.entry((*name).to_string()).or_insert(*n);
+        }
+        requests
+    };
     for c in containers("containers") {
-        add_into(&mut total, &container_requests(c));
+        add_into(&mut total, &own(c));
     }
     let mut sidecars: BTreeMap<String, i64> = BTreeMap::new();
     let mut init_peak: BTreeMap<String, i64> = BTreeMap::new();
     for c in containers("initContainers") {
-        let own = container_requests(c);
+        let own = own(c);
         let running = if c.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
             add_into(&mut total, &own);
             add_into(&mut sidecars, &own);
@@ -213,5 +242,27 @@ mod tests {
             "cpu": "0.0001", "memory": "100m", "example.com/x": "lots"}}}]});
         assert_eq!(requests(spec), map(json!({"cpu": 1, "memory": 1})));
         assert!(requests(json!({"containers": "oops"})).is_empty());
+    }
+
+    #[test]
+    fn scoring_counts_a_container_without_cpu_or_memory_at_100m_and_200mi() {
+        let spec = json!({
+            "initContainers": [{"resources": {"requests": {"cpu": "0"}}}],
+            "containers": [
+                {"resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "1"}}},
+                {"resources": {"limits": {"memory": "1Gi"}}},
+                {},
+            ],
+        });
+        // cpu: 2 + 100m + 100m (the init container's explicit 0 stays 0); memory: 200Mi
+        // + 1Gi + 200Mi; GPUs are not scored.
+        assert_eq!(
+            non_zero_requests(spec.as_object()),
+            map(json!({"cpu": 2200, "memory": 1_493_172_224_i64}))
+        );
+        assert_eq!(
+            non_zero_requests(json!({"containers": [{}]}).as_object()),
+            map(json!({"cpu": 100, "memory": 209_715_200}))
+        );
     }
 }

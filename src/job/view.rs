@@ -21,6 +21,7 @@ pub(crate) use super::fields::checked_total;
 use super::fields::{map_at, object_at, optional_text, str_at};
 use super::kinds::{KindSpec, ReplicaType};
 use super::naming::{pod_name, type_pod_labels};
+use super::placement_facts::{placement_facts, PlacementFacts};
 use super::problem::{problem, type_name, Problem};
 use super::requests::pod_requests;
 use super::volumes::{claim_volumes, ClaimVolumeView};
@@ -126,6 +127,8 @@ pub struct ReplicaView {
     /// bytes, extended resources in units), by Kubernetes' effective request rule
     /// ([`pod_requests`]); zero amounts left out.
     pub pod_requests: BTreeMap<String, i64>,
+    /// What kube-scheduler's order and scores depend on (see [`placement_facts`]).
+    pub placement: PlacementFacts,
     /// Name of the last pod of this replica type (the longest one).
     pub last_pod_name: String,
     /// Trainer v2 only: the JobSet step this replicatedJob is.
@@ -446,6 +449,7 @@ pub fn replica_with_template(
         gpus_per_pod,
         mig_slices_per_pod,
         pod_requests: pod_requests(pod_spec),
+        placement: placement_facts(pod_spec),
         containers,
         init_containers,
         default_container_index,

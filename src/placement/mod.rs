@@ -1,0 +1,371 @@
+//! Where kube-scheduler puts a gang's pods: `data.cluster.kube_scheduler`, a fact the
+//! capacity policy reads when its counting cannot decide (replica types of different sizes
+//! or reaches sharing nodes, where the outcome depends on the order the scheduler takes the
+//! pods in and the nodes it scores highest).
+//!
+//! Entry point: [`kube_scheduler`]. It searches every order and tie of one pod group cycle
+//! ([`search`]) with the default profile's scores ([`score`]) on the request's node classes,
+//! idle (no pods of others on them, as the capacity policy counts them), and says:
+//!
+//! - `always`: every order and tie places the gang; `never`: none does (with one such run,
+//!   for the message); `eventually`: some attempts fail, but in every order some ties place
+//!   it, and a retried gang keeps its order and draws its ties anew; `either`: it depends
+//!   on the order of its first attempt;
+//! - `unknown` with `why`: something the search does not model (pods for another scheduler,
+//!   affinities, spread constraints, volumes, priorities that differ, minAvailable below the
+//!   pod count) or more states than its budget.
+//!
+//! With `reach`, the classes it found each replica type may use: the policy trusts the
+//! verdict only when that is its own reach (policies/lib/nodes.rego decides it there).
+//! Nothing is written when the replica types do not share a node class: the policy's counts
+//! are exact then.
+
+pub mod model;
+pub mod score;
+mod search;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regorus::Value as RegoValue;
+use serde_json::{json, Value};
+
+use model::{min_available, NodeClass, Replica};
+use score::PodAsk;
+use search::{Found, Kind, Search};
+
+/// States the search visits at most per review; past it the verdict is `unknown`.
+pub const BUDGET: usize = 20_000;
+
+/// kube-scheduler's names for itself: pods naming another scheduler are not its to place.
+const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// `data.cluster.kube_scheduler` for the policy input `input` on `classes` (the request's
+/// projection) of a cluster of `node_count` nodes; `None` when the policy needs none.
+pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue) -> Option<Value> {
+    let replicas: Vec<Replica> = Replica::all_of(input)?
+        .into_iter()
+        .filter(|r| r.replicas > 0)
+        .collect();
+    if replicas.is_empty() || classes.is_empty() {
+        return None;
+    }
+    let reach: BTreeMap<String, Vec<usize>> = replicas
+        .iter()
+        .map(|r| (r.key.clone(), reach_of(r, classes)))
+        .collect();
+    let kinds = kinds_of(&replicas, classes, &reach);
+    if !shared(&kinds) {
+        return None;
+    }
+    let mut doc = json!({"reach": reach});
+    let verdict = match unmodelled(&replicas, input) {
+        Some(why) => json!({"outcome": "unknown", "why": why}),
+        None => search(classes, node_count, kinds),
+    };
+    if let (Some(doc), Some(verdict)) = (doc.as_object_mut(), verdict.as_object()) {
+        doc.extend(verdict.clone());
+    }
+    Some(doc)
+}
+
+/// Why the search cannot stand for kube-scheduler on this job, if it cannot.
+fn unmodelled(replicas: &[Replica], input: &RegoValue) -> Option<String> {
+    if let Some(r) = replicas.iter().find(|r| {
+        r.scheduler_name
+            .as_deref()
+            .is_some_and(|s| s != DEFAULT_SCHEDULER)
+    }) {
+        let name = r.scheduler_name.as_deref().unwrap_or_default();
+        return Some(format!("{} pods go to scheduler {name}", r.replica_type));
+    }
+    if let Some(r) = replicas.iter().find(|r| !r.placement.unmodelled.is_empty()) {
+        return Some(format!(
+            "{} pods set {}, which the search does not evaluate",
+            r.replica_type,
+            r.placement.unmodelled.join(", ")
+        ));
+    }
+    let priorities: BTreeSet<_> = replicas
+        .iter()
+        .map(|r| &r.placement.priority_class_name)
+        .collect();
+    if priorities.len() > 1 {
+        return Some("the replica types have different priorityClassNames".into());
+    }
+    let total: i64 = replicas.iter().map(|r| r.replicas).sum();
+    if min_available(input).is_some_and(|m| m < total) {
+        return Some(
+            "minAvailable is below the pod count: which pods a cycle takes is not searched".into(),
+        );
+    }
+    None
+}
+
+/// The classes whose nodes replica `r`'s pods may use.
+fn reach_of(r: &Replica, classes: &[NodeClass]) -> Vec<usize> {
+    let tolerations = r.parsed_tolerations();
+    (0..classes.len())
+        .filter(|&i| classes.get(i).is_some_and(|c| r.admits(&tolerations, c)))
+        .collect()
+}
+
+/// The replica types merged into kinds of interchangeable pods.
+fn kinds_of(
+    replicas: &[Replica],
+    classes: &[NodeClass],
+    reach: &BTreeMap<String, Vec<usize>>,
+) -> (Vec<String>, Vec<Kind>) {
+    let resources: Vec<String> = replicas
+        .iter()
+        .flat_map(|r| r.pod_requests.keys().cloned())
+        .chain(["pods".to_string()])
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut kinds: Vec<Kind> = Vec::new();
+    for r in replicas {
+        let kind = kind_of(r, classes, &resources, reach);
+        let same = kinds.iter_mut().find(|k| {
+            k.demand == kind.demand
+                && k.reach == kind.reach
+                && k.untolerated == kind.untolerated
+                && k.ask == kind.ask
+        });
+        match same {
+            Some(k) => {
+                k.types.push(r.replica_type.clone());
+                k.pods += kind.pods;
+            }
+            None => kinds.push(kind),
+        }
+    }
+    (resources, kinds)
+}
+
+fn kind_of(
+    r: &Replica,
+    classes: &[NodeClass],
+    resources: &[String],
+    reach: &BTreeMap<String, Vec<usize>>,
+) -> Kind {
+    let amount = |m: &BTreeMap<String, i64>, name: &str| m.get(name).copied().unwrap_or(0);
+    let tolerations = r.parsed_tolerations();
+    let demand = resources
+        .iter()
+        .map(|name| match name.as_str() {
+            "pods" => 1,
+            _ => amount(&r.pod_requests, name),
+        })
+        .collect();
+    let non_zero = &r.placement.non_zero_requests;
+    Kind {
+        types: vec![r.replica_type.clone()],
+        pods: u32::try_from(r.replicas).unwrap_or(u32::MAX),
+        demand,
+        ask: PodAsk {
+            non_zero: [amount(non_zero, "cpu"), amount(non_zero, "memory")],
+            actual: [
+                amount(&r.pod_requests, "cpu"),
+                amount(&r.pod_requests, "memory"),
+            ],
+        },
+        reach: reach.get(&r.key).cloned().unwrap_or_default(),
+        untolerated: classes
+            .iter()
+            .map(|c| {
+                let n = c
+                    .preferred_taints
+                    .iter()
+                    .filter(|t| !tolerations.iter().any(|tol| tol.tolerates(t)))
+                    .count();
+                i64::try_from(n).unwrap_or(i64::MAX)
+            })
+            .collect(),
+    }
+}
+
+/// Whether two kinds may use nodes of one class: only then does the order matter.
+fn shared((_, kinds): &(Vec<String>, Vec<Kind>)) -> bool {
+    kinds.iter().enumerate().any(|(i, a)| {
+        kinds
+            .iter()
+            .skip(i + 1)
+            .any(|b| a.reach.iter().any(|c| b.reach.contains(c)))
+    })
+}
+
+/// Most pods the search takes on: a node holds counts of each kind as 16-bit numbers.
+const MAX_PODS: u32 = u16::MAX as u32;
+
+fn search(
+    classes: &[NodeClass],
+    node_count: u64,
+    (resources, kinds): (Vec<String>, Vec<Kind>),
+) -> Value {
+    let total: u32 = kinds.iter().map(|k| k.pods).sum();
+    if total > MAX_PODS {
+        return json!({"outcome": "unknown", "why": format!("{total} pods are more than the search takes")});
+    }
+    let names: Vec<String> = kinds.iter().map(|k| k.types.join(" and ")).collect();
+    let mut search = Search::new(
+        classes,
+        resources,
+        kinds,
+        total,
+        feasible_nodes_to_find(node_count),
+        BUDGET,
+    );
+    let found = search.run();
+    let states = search.visited();
+    let name = |k: usize| names.get(k).cloned().unwrap_or_default();
+    match found {
+        Found::Always => json!({"outcome": "always", "states": states}),
+        Found::Eventually => json!({"outcome": "eventually", "states": states}),
+        Found::Either => json!({"outcome": "either", "states": states}),
+        Found::TooLarge => json!({"outcome": "unknown", "states": states,
+            "why": format!("the orders and ties to search are more than {BUDGET} states")}),
+        Found::Never { example, stuck } => json!({
+            "outcome": "never",
+            "states": states,
+            "example": example.iter().map(|&(k, class)| json!({"types": name(k), "class": class})).collect::<Vec<_>>(),
+            "stuck": name(stuck),
+        }),
+    }
+}
+
+/// How many feasible nodes kube-scheduler scores for one pod (`numFeasibleNodesToFind` with
+/// the default `percentageOfNodesToScore`): all of them below 100 nodes.
+pub fn feasible_nodes_to_find(nodes: u64) -> u64 {
+    const MIN: u64 = 100;
+    if nodes < MIN {
+        return nodes;
+    }
+    let percentage = 50u64.saturating_sub(nodes / 125).max(5);
+    (nodes * percentage / 100).max(MIN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::to_rego::to_rego;
+
+    /// Nodes of 8 GPUs: (product, cpu cores, memory GiB, how many).
+    fn classes(nodes: &[(&str, i64, i64, u32)]) -> Vec<NodeClass> {
+        let doc = json!({"node_classes": nodes.iter().map(|(product, cpu, gib, size)| json!({
+            "size": size,
+            "labels": {"nvidia.com/gpu.product": product},
+            "taints": [],
+            "allocatable": {"cpu": cpu * 1000, "memory": gib << 30, "pods": 110, "nvidia.com/gpu": 8},
+        })).collect::<Vec<_>>()});
+        NodeClass::all_of(&doc)
+    }
+
+    /// A replica of `n` pods asking `gpus` GPUs, 8 cpu and 64Gi each, selecting `product`.
+    fn replica(name: &str, n: i64, gpus: i64, product: Option<&str>) -> Value {
+        let requests = json!({"cpu": 8000, "memory": 64_i64 << 30, "nvidia.com/gpu": gpus});
+        json!({
+            "key": name, "type": name, "replicas": n, "podRequests": requests,
+            "nodeSelector": product.map_or(json!({}), |p| json!({"nvidia.com/gpu.product": p})),
+            "tolerations": [],
+            "placement": {"nonZeroRequests": {"cpu": 8000, "memory": 64_i64 << 30}, "unmodelled": []},
+        })
+    }
+
+    fn input(replicas: Vec<Value>) -> RegoValue {
+        to_rego(&json!({"job": {"replicas": replicas}, "object": {"spec": {}}}))
+    }
+
+    /// One Master of 8 GPUs without a nodeSelector, two Workers of 8 GPUs on the A100s.
+    fn gang() -> RegoValue {
+        input(vec![
+            replica("Master", 1, 8, None),
+            replica("Worker", 2, 8, Some("A100")),
+        ])
+    }
+
+    fn outcome(nodes: &[(&str, i64, i64, u32)], input: &RegoValue) -> String {
+        let found = kube_scheduler(&classes(nodes), 3, input).unwrap_or_default();
+        found["outcome"].as_str().unwrap_or("none").to_string()
+    }
+
+    #[test]
+    fn ties_the_master_may_lose_are_drawn_again_on_a_retry() {
+        // Three identical nodes: a Master taken first ties between all three.
+        let nodes = [("A100", 32, 256, 2), ("H100", 32, 256, 1)];
+        assert_eq!(outcome(&nodes, &gang()), "eventually");
+    }
+
+    #[test]
+    fn a_master_that_prefers_the_workers_nodes_depends_on_the_order() {
+        // The H100 has less cpu: a Master taken first always picks an A100.
+        let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
+        assert_eq!(outcome(&nodes, &gang()), "either");
+    }
+
+    #[test]
+    fn a_master_that_prefers_its_own_node_is_always_placed() {
+        let nodes = [("A100", 32, 256, 2), ("H100", 64, 512, 1)];
+        assert_eq!(outcome(&nodes, &gang()), "always");
+    }
+
+    #[test]
+    fn a_gang_no_order_places_is_never_placed_and_one_run_is_named() {
+        // Only one A100 for two Workers: no order helps.
+        let nodes = [("A100", 32, 256, 1), ("H100", 32, 256, 1)];
+        let found = kube_scheduler(&classes(&nodes), 2, &gang()).unwrap_or_default();
+        assert_eq!(found["outcome"], "never", "{found}");
+        assert_eq!(found["stuck"], "Worker", "{found}");
+        assert_eq!(found["reach"], json!({"Master": [0, 1], "Worker": [0]}));
+    }
+
+    #[test]
+    fn types_that_share_no_node_need_no_search() {
+        let job = input(vec![
+            replica("Master", 1, 8, Some("H100")),
+            replica("Worker", 2, 8, Some("A100")),
+        ]);
+        assert!(kube_scheduler(
+            &classes(&[("A100", 32, 256, 2), ("H100", 32, 256, 1)]),
+            3,
+            &job
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn what_the_search_does_not_model_is_named_not_guessed() {
+        let mut master = replica("Master", 1, 8, None);
+        master["placement"]["unmodelled"] = json!(["affinity"]);
+        let job = input(vec![master, replica("Worker", 2, 8, Some("A100"))]);
+        let found = kube_scheduler(
+            &classes(&[("A100", 32, 256, 2), ("H100", 32, 256, 1)]),
+            3,
+            &job,
+        )
+        .unwrap_or_default();
+        assert_eq!(found["outcome"], "unknown");
+        assert_eq!(
+            found["why"],
+            "Master pods set affinity, which the search does not evaluate"
+        );
+        let mut volcano = replica("Master", 1, 8, None);
+        volcano["schedulerName"] = json!("volcano");
+        let job = input(vec![volcano, replica("Worker", 2, 8, Some("A100"))]);
+        let found = kube_scheduler(
+            &classes(&[("A100", 32, 256, 2), ("H100", 32, 256, 1)]),
+            3,
+            &job,
+        )
+        .unwrap_or_default();
+        assert_eq!(found["why"], "Master pods go to scheduler volcano");
+    }
+
+    #[test]
+    fn large_clusters_score_only_some_nodes() {
+        assert_eq!(feasible_nodes_to_find(50), 50);
+        assert_eq!(feasible_nodes_to_find(100), 100);
+        assert_eq!(feasible_nodes_to_find(1000), 420);
+        assert_eq!(feasible_nodes_to_find(5000), 500);
+        assert_eq!(feasible_nodes_to_find(100_000), 5000);
+    }
+}
