@@ -1,7 +1,7 @@
-//! Where kube-scheduler puts a gang's pods: `data.cluster.kube_scheduler`, a fact the
-//! capacity policy reads when its counting cannot decide (replica types of different sizes
-//! or reaches sharing nodes, where the outcome depends on the order the scheduler takes the
-//! pods in and the nodes it scores highest).
+//! Where kube-scheduler (or Volcano) puts a gang's pods: `data.cluster.kube_scheduler`, a
+//! fact the capacity policy reads when its counting cannot decide (replica types of
+//! different sizes or reaches sharing nodes, where the outcome depends on the order the
+//! scheduler takes the pods in and the nodes it scores highest).
 //!
 //! Entry point: [`kube_scheduler`]. It searches every order and tie of one pod group cycle
 //! ([`search`]) with the default profile's scores ([`score`]) on the request's node classes,
@@ -14,6 +14,24 @@
 //! - `unknown` with `why`: something the search does not model (pods for another scheduler,
 //!   affinities, spread constraints, volumes, priorities that differ, minAvailable below the
 //!   pod count) or more states than its budget.
+//!
+//! A gang whose pods all name `schedulerName: volcano` is searched as Volcano v1.16's
+//! allocate action places it with the chart's default tiers (`scheduler: "volcano"` in the
+//! document): one job's tasks are tried in the order of the priority plugin's TaskOrderFn,
+//! equal priorities by `CompareTask` (pkg/controllers/job/helpers/helpers.go:54-69): the
+//! pod name's last `-` field as a number, then creation time (seconds), then UID. The
+//! controller names pods `<job>-<type>-<index>` and creates a gang's pods at once
+//! (controller/apply.rs), so Volcano takes every type's pod 0, then every pod 1, and so on,
+//! in an order within each index that the API server's clock and the pods' random UIDs fix
+//! when they are created and that every session repeats ([`Order::Rounds`], `order: index`).
+//! Where a pod name carries no index (the MPI launcher `<job>-launcher`, a TrainJob's
+//! JobSet pods `<…>-<index>-<random>`) those pods compare by creation time and UID, and
+//! with the indexed ones in no total order (the heap's order then follows Go's map order):
+//! every interleaving is searched (`order: any`). Nodes are scored by nodeorder and binpack
+//! ([`score::volcano_score`]), ties at random; a job that fails allocation is tried again in
+//! the next session (every second) in the same order with ties drawn anew, as
+//! `eventually` says. A job in a network topology (HyperNodes) or with task priorities
+//! that differ is `unknown`.
 //!
 //! With `reach`, the classes it found each replica type may use: the policy trusts the
 //! verdict only when that is its own reach (policies/lib/nodes.rego decides it there).
@@ -29,15 +47,33 @@ use std::collections::{BTreeMap, BTreeSet};
 use regorus::Value as RegoValue;
 use serde_json::{json, Value};
 
-use model::{min_available, NodeClass, Replica};
+use model::{at, min_available, NodeClass, Replica};
 use score::PodAsk;
-use search::{Found, Kind, Search};
+use search::{Found, Kind, Order, Scorer, Search, GPU};
 
 /// States the search visits at most per review; past it the verdict is `unknown`.
 pub const BUDGET: usize = 20_000;
 
 /// kube-scheduler's names for itself: pods naming another scheduler are not its to place.
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// Volcano's scheduler name (the chart's `vc-scheduler`).
+const VOLCANO: &str = "volcano";
+
+/// Volcano's per-task priority annotation (pkg/scheduler/api/job_info.go:204, 247-251): it
+/// overrides the pod's priority in the task order.
+const TASK_PRIORITY: &str = "volcano.sh/task-priority";
+
+/// gangplank's annotation that gives a Volcano PodGroup a `networkTopology`
+/// (src/job/network_topology.rs).
+const NETWORK_TOPOLOGY: &str = "gangplank.dev/network-topology";
+
+/// The scheduler the search plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Model {
+    KubeScheduler,
+    Volcano,
+}
 
 /// `data.cluster.kube_scheduler` for the policy input `input` on `classes` (the request's
 /// projection) of a cluster of `node_count` nodes; `None` when the policy needs none.
@@ -53,14 +89,33 @@ pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue)
         .iter()
         .map(|r| (r.key.clone(), reach_of(r, classes)))
         .collect();
-    let kinds = kinds_of(&replicas, classes, &reach);
+    let (kinds, kind_of_replica) = kinds_of(&replicas, classes, &reach);
     if !shared(&kinds) {
         return None;
     }
     let mut doc = json!({"reach": reach});
-    let verdict = match unmodelled(&replicas, input) {
-        Some(why) => json!({"outcome": "unknown", "why": why}),
-        None => search(classes, node_count, kinds),
+    let verdict = match model_of(&replicas)
+        .and_then(|model| unmodelled(&replicas, input, model).map_or(Ok(model), Err))
+    {
+        Err(why) => json!({"outcome": "unknown", "why": why}),
+        Ok(Model::KubeScheduler) => search(
+            classes,
+            node_count,
+            kinds,
+            Order::Any,
+            Scorer::KubeScheduler,
+        ),
+        Ok(Model::Volcano) => {
+            let pods: u32 = kinds.1.iter().map(|k| k.pods).sum();
+            let order = volcano_order(&replicas, &kind_of_replica, kinds.1.len(), pods);
+            let named = if order == Order::Any { "any" } else { "index" };
+            let mut found = search(classes, node_count, kinds, order, Scorer::Volcano);
+            if let Some(found) = found.as_object_mut() {
+                found.insert("scheduler".into(), json!(VOLCANO));
+                found.insert("order".into(), json!(named));
+            }
+            found
+        }
     };
     if let (Some(doc), Some(verdict)) = (doc.as_object_mut(), verdict.as_object()) {
         doc.extend(verdict.clone());
@@ -68,15 +123,46 @@ pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue)
     Some(doc)
 }
 
-/// Why the search cannot stand for kube-scheduler on this job, if it cannot.
-fn unmodelled(replicas: &[Replica], input: &RegoValue) -> Option<String> {
-    if let Some(r) = replicas.iter().find(|r| {
-        r.scheduler_name
-            .as_deref()
-            .is_some_and(|s| s != DEFAULT_SCHEDULER)
-    }) {
-        let name = r.scheduler_name.as_deref().unwrap_or_default();
-        return Some(format!("{} pods go to scheduler {name}", r.replica_type));
+/// The scheduler of the gang's pods: kube-scheduler when none names another, Volcano when
+/// all name it; else why the search cannot tell.
+fn model_of(replicas: &[Replica]) -> Result<Model, String> {
+    fn scheduler(r: &Replica) -> &str {
+        r.scheduler_name.as_deref().unwrap_or(DEFAULT_SCHEDULER)
+    }
+    if let Some(r) = replicas
+        .iter()
+        .find(|r| ![DEFAULT_SCHEDULER, VOLCANO].contains(&scheduler(r)))
+    {
+        return Err(format!(
+            "{} pods go to scheduler {}",
+            r.replica_type,
+            scheduler(r)
+        ));
+    }
+    let volcano: Vec<&Replica> = replicas
+        .iter()
+        .filter(|r| scheduler(r) == VOLCANO)
+        .collect();
+    let others: Vec<&Replica> = replicas
+        .iter()
+        .filter(|r| scheduler(r) != VOLCANO)
+        .collect();
+    match (volcano.as_slice(), others.as_slice()) {
+        ([], _) => Ok(Model::KubeScheduler),
+        (_, []) => Ok(Model::Volcano),
+        ([v, ..], [k, ..]) => Err(format!(
+            "{} pods go to scheduler {VOLCANO}, {} pods to {DEFAULT_SCHEDULER}",
+            v.replica_type, k.replica_type
+        )),
+    }
+}
+
+/// Why the search cannot stand for the scheduler `model` on this job, if it cannot.
+fn unmodelled(replicas: &[Replica], input: &RegoValue, model: Model) -> Option<String> {
+    if model == Model::Volcano {
+        if let Some(why) = volcano_unmodelled(replicas, input) {
+            return Some(why);
+        }
     }
     if let Some(r) = replicas.iter().find(|r| !r.placement.unmodelled.is_empty()) {
         return Some(format!(
@@ -101,6 +187,68 @@ fn unmodelled(replicas: &[Replica], input: &RegoValue) -> Option<String> {
     None
 }
 
+/// What Volcano's allocate does differently for this job that the search does not play.
+fn volcano_unmodelled(replicas: &[Replica], input: &RegoValue) -> Option<String> {
+    let topology = at(
+        input,
+        &["object", "metadata", "annotations", NETWORK_TOPOLOGY],
+    )
+    .or_else(|| at(input, &["job", "trainer", "networkTopology"]))
+    .is_some_and(|v| *v != RegoValue::Null);
+    if topology {
+        return Some(
+            "Volcano keeps the gang in a network topology (HyperNodes), which the search does not model"
+                .into(),
+        );
+    }
+    let priorities: BTreeSet<Option<String>> = replicas
+        .iter()
+        .map(|r| r.annotations.get(TASK_PRIORITY).map(Value::to_string))
+        .collect();
+    if priorities.len() > 1 {
+        return Some(format!(
+            "the replica types have different {TASK_PRIORITY} annotations"
+        ));
+    }
+    None
+}
+
+/// The orders Volcano's allocate takes the gang's pods in: by replica index (see the module
+/// documentation) when every replica type's pods are named `<job>-<type>-<index>`; else any.
+/// `kind_of_replica[i]` is the kind of `replicas[i]`, `pods` the gang's pods.
+fn volcano_order(
+    replicas: &[Replica],
+    kind_of_replica: &[usize],
+    kinds: usize,
+    pods: u32,
+) -> Order {
+    let indexed = |r: &Replica| {
+        let fields: Vec<&str> = r.last_pod_name.split('-').collect();
+        r.step.is_none()
+            && fields.len() >= 3
+            && fields.last() == Some(&(r.replicas - 1).to_string().as_str())
+    };
+    if !replicas.iter().all(indexed) {
+        return Order::Any;
+    }
+    if pods > MAX_PODS {
+        return Order::Any; // the search answers `unknown` without searching
+    }
+    let most = replicas.iter().map(|r| r.replicas).max().unwrap_or(0);
+    let rounds = (0..most)
+        .map(|index| {
+            let mut round = vec![0u32; kinds];
+            for (r, &k) in replicas.iter().zip(kind_of_replica) {
+                if let Some(n) = round.get_mut(k).filter(|_| r.replicas > index) {
+                    *n += 1;
+                }
+            }
+            round
+        })
+        .collect();
+    Order::Rounds(rounds)
+}
+
 /// The classes whose nodes replica `r`'s pods may use.
 fn reach_of(r: &Replica, classes: &[NodeClass]) -> Vec<usize> {
     let tolerations = r.parsed_tolerations();
@@ -109,12 +257,12 @@ fn reach_of(r: &Replica, classes: &[NodeClass]) -> Vec<usize> {
         .collect()
 }
 
-/// The replica types merged into kinds of interchangeable pods.
+/// The replica types merged into kinds of interchangeable pods, and each one's kind.
 fn kinds_of(
     replicas: &[Replica],
     classes: &[NodeClass],
     reach: &BTreeMap<String, Vec<usize>>,
-) -> (Vec<String>, Vec<Kind>) {
+) -> ((Vec<String>, Vec<Kind>), Vec<usize>) {
     let resources: Vec<String> = replicas
         .iter()
         .flat_map(|r| r.pod_requests.keys().cloned())
@@ -123,23 +271,28 @@ fn kinds_of(
         .into_iter()
         .collect();
     let mut kinds: Vec<Kind> = Vec::new();
+    let mut kind_of_replica = Vec::with_capacity(replicas.len());
     for r in replicas {
         let kind = kind_of(r, classes, &resources, reach);
-        let same = kinds.iter_mut().find(|k| {
+        let same = kinds.iter_mut().enumerate().find(|(_, k)| {
             k.demand == kind.demand
                 && k.reach == kind.reach
                 && k.untolerated == kind.untolerated
                 && k.ask == kind.ask
         });
         match same {
-            Some(k) => {
+            Some((i, k)) => {
                 k.types.push(r.replica_type.clone());
                 k.pods += kind.pods;
+                kind_of_replica.push(i);
             }
-            None => kinds.push(kind),
+            None => {
+                kind_of_replica.push(kinds.len());
+                kinds.push(kind);
+            }
         }
     }
-    (resources, kinds)
+    ((resources, kinds), kind_of_replica)
 }
 
 fn kind_of(
@@ -168,6 +321,7 @@ fn kind_of(
                 amount(&r.pod_requests, "cpu"),
                 amount(&r.pod_requests, "memory"),
             ],
+            gpu: amount(&r.pod_requests, GPU),
         },
         reach: reach.get(&r.key).cloned().unwrap_or_default(),
         untolerated: classes
@@ -201,6 +355,8 @@ fn search(
     classes: &[NodeClass],
     node_count: u64,
     (resources, kinds): (Vec<String>, Vec<Kind>),
+    order: Order,
+    scorer: Scorer,
 ) -> Value {
     let total: u32 = kinds.iter().map(|k| k.pods).sum();
     if total > MAX_PODS {
@@ -214,7 +370,9 @@ fn search(
         total,
         feasible_nodes_to_find(node_count),
         BUDGET,
-    );
+    )
+    .with_order(order)
+    .with_scorer(scorer);
     let found = search.run();
     let states = search.visited();
     let name = |k: usize| names.get(k).cloned().unwrap_or_default();
@@ -234,7 +392,9 @@ fn search(
 }
 
 /// How many feasible nodes kube-scheduler scores for one pod (`numFeasibleNodesToFind` with
-/// the default `percentageOfNodesToScore`): all of them below 100 nodes.
+/// the default `percentageOfNodesToScore`): all of them below 100 nodes. Volcano's
+/// `CalculateNumOfFeasibleNodesToFind` (pkg/scheduler/util/scheduler_helper.go:56-75, with
+/// cmd/scheduler/app/options/options.go:49-51's defaults) finds as many.
 pub fn feasible_nodes_to_find(nodes: u64) -> u64 {
     const MIN: u64 = 100;
     if nodes < MIN {
@@ -348,16 +508,16 @@ mod tests {
             found["why"],
             "Master pods set affinity, which the search does not evaluate"
         );
-        let mut volcano = replica("Master", 1, 8, None);
-        volcano["schedulerName"] = json!("volcano");
-        let job = input(vec![volcano, replica("Worker", 2, 8, Some("A100"))]);
+        let mut other = replica("Master", 1, 8, None);
+        other["schedulerName"] = json!("my-scheduler");
+        let job = input(vec![other, replica("Worker", 2, 8, Some("A100"))]);
         let found = kube_scheduler(
             &classes(&[("A100", 32, 256, 2), ("H100", 32, 256, 1)]),
             3,
             &job,
         )
         .unwrap_or_default();
-        assert_eq!(found["why"], "Master pods go to scheduler volcano");
+        assert_eq!(found["why"], "Master pods go to scheduler my-scheduler");
     }
 
     #[test]
@@ -367,5 +527,107 @@ mod tests {
         assert_eq!(feasible_nodes_to_find(1000), 420);
         assert_eq!(feasible_nodes_to_find(5000), 500);
         assert_eq!(feasible_nodes_to_find(100_000), 5000);
+    }
+
+    /// `r` as the controller creates it for Volcano: `schedulerName: volcano`, pods named
+    /// `job-<type>-<index>`.
+    fn volcano(mut r: Value) -> Value {
+        let last = r["replicas"].as_i64().unwrap_or(1) - 1;
+        let name = r["type"].as_str().unwrap_or_default().to_lowercase();
+        r["schedulerName"] = json!("volcano");
+        r["lastPodName"] = json!(format!("job-{name}-{last}"));
+        r
+    }
+
+    fn volcano_gang() -> RegoValue {
+        input(vec![
+            volcano(replica("Master", 1, 8, None)),
+            volcano(replica("Worker", 2, 8, Some("A100"))),
+        ])
+    }
+
+    #[test]
+    fn volcano_gangs_are_searched_in_index_order_with_volcanos_scores() {
+        // kube-scheduler's Master prefers an A100 (more cpu left): either. Volcano's scores
+        // the H100 658.5 and an A100 657 (score.rs's tests): the Master takes the H100
+        // whether it goes before or after Worker 0, and Worker 1 comes last: always.
+        let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
+        assert_eq!(outcome(&nodes, &gang()), "either");
+        let found = kube_scheduler(&classes(&nodes), 3, &volcano_gang()).unwrap_or_default();
+        assert_eq!(found["outcome"], "always", "{found}");
+        assert_eq!(found["scheduler"], "volcano");
+        assert_eq!(found["order"], "index");
+        assert_eq!(found["reach"], json!({"Master": [0, 1], "Worker": [0]}));
+    }
+
+    #[test]
+    fn volcano_draws_ties_anew_each_session() {
+        // Three identical nodes: the Master, first or second, ties between an A100 and the
+        // H100; a failed session is retried in the same order: eventually.
+        let nodes = [("A100", 32, 256, 2), ("H100", 32, 256, 1)];
+        assert_eq!(outcome(&nodes, &volcano_gang()), "eventually");
+        // One A100 for two Workers: never, whatever Volcano does.
+        let nodes = [("A100", 32, 256, 1), ("H100", 32, 256, 1)];
+        let found = kube_scheduler(&classes(&nodes), 2, &volcano_gang()).unwrap_or_default();
+        assert_eq!(found["outcome"], "never", "{found}");
+        assert_eq!(found["stuck"], "Worker", "{found}");
+    }
+
+    #[test]
+    fn pods_without_an_index_in_their_name_are_searched_in_every_order() {
+        let mut launcher = volcano(replica("Launcher", 1, 8, None));
+        launcher["lastPodName"] = json!("job-launcher");
+        let job = input(vec![
+            launcher,
+            volcano(replica("Worker", 2, 8, Some("A100"))),
+        ]);
+        let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
+        let found = kube_scheduler(&classes(&nodes), 3, &job).unwrap_or_default();
+        assert_eq!(found["order"], "any", "{found}");
+        assert_eq!(found["outcome"], "always", "{found}");
+    }
+
+    #[test]
+    fn what_volcano_does_that_the_search_does_not_play_is_named() {
+        let nodes = [("A100", 32, 256, 2), ("H100", 32, 256, 1)];
+        let why = |job: &RegoValue| {
+            let found = kube_scheduler(&classes(&nodes), 3, job).unwrap_or_default();
+            found["why"].as_str().unwrap_or("none").to_string()
+        };
+        let job = input(vec![
+            volcano(replica("Master", 1, 8, None)),
+            replica("Worker", 2, 8, Some("A100")),
+        ]);
+        assert_eq!(
+            why(&job),
+            "Master pods go to scheduler volcano, Worker pods to default-scheduler"
+        );
+        let mut master = volcano(replica("Master", 1, 8, None));
+        master["annotations"] = json!({"volcano.sh/task-priority": "10"});
+        let job = input(vec![master, volcano(replica("Worker", 2, 8, Some("A100")))]);
+        assert_eq!(
+            why(&job),
+            "the replica types have different volcano.sh/task-priority annotations"
+        );
+        let job = to_rego(&json!({
+            "job": {"replicas": [
+                volcano(replica("Master", 1, 8, None)),
+                volcano(replica("Worker", 2, 8, Some("A100"))),
+            ]},
+            "object": {"spec": {}, "metadata": {"annotations":
+                {"gangplank.dev/network-topology": "mode=hard,highestTierAllowed=1"}}},
+        }));
+        assert!(why(&job).contains("network topology"), "{}", why(&job));
+        let mut job = json!({"job": {"replicas": [
+            volcano(replica("Master", 1, 8, None)),
+            volcano(replica("Worker", 2, 8, Some("A100"))),
+        ]}, "object": {"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}}});
+        assert!(why(&to_rego(&job)).starts_with("minAvailable is below"));
+        job["object"]["spec"] = json!({});
+        job["job"]["replicas"][0]["placement"]["unmodelled"] = json!(["affinity"]);
+        assert_eq!(
+            why(&to_rego(&job)),
+            "Master pods set affinity, which the search does not evaluate"
+        );
     }
 }

@@ -106,6 +106,15 @@ pub struct Replica {
     pub scheduler_name: Option<String>,
     #[serde(default)]
     pub placement: Placement,
+    /// The pod template's annotations (Volcano reads `volcano.sh/task-priority`).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, Value>,
+    /// `<job>-<type>-<replicas - 1>` for indexed types; Volcano orders pods by that index.
+    #[serde(default)]
+    pub last_pod_name: String,
+    /// A TrainJob's JobSet step: its pods are the JobSet's, named by Jobs.
+    #[serde(default)]
+    pub step: Option<Value>,
 }
 
 /// `input.job.replicas[_].placement` (src/job/placement_facts.rs).
@@ -122,7 +131,7 @@ pub struct Placement {
 
 /// The fields of a replica the search reads, converted from the engine's value one by one
 /// (a replica also carries its containers, which the search has no use for).
-const FIELDS: [&str; 8] = [
+const FIELDS: [&str; 11] = [
     "key",
     "type",
     "replicas",
@@ -131,6 +140,9 @@ const FIELDS: [&str; 8] = [
     "tolerations",
     "schedulerName",
     "placement",
+    "annotations",
+    "lastPodName",
+    "step",
 ];
 
 impl Replica {
@@ -181,6 +193,11 @@ pub fn min_available(input: &RegoValue) -> Option<i64> {
         v = field(v, name)?;
     }
     v.as_i64().ok()
+}
+
+/// The value at `path` under `v`, when every step is an object field.
+pub fn at<'a>(v: &'a RegoValue, path: &[&str]) -> Option<&'a RegoValue> {
+    path.iter().try_fold(v, |v, name| field(v, name))
 }
 
 pub fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {

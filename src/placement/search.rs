@@ -11,6 +11,13 @@
 //! no feasible node is skipped and the cycle goes on; the gang is placed when at least
 //! `min` pods are.
 //!
+//! Volcano's allocate ([`Scorer::Volcano`]) differs in two ways: it tries a job's pods in the
+//! order of their names' replica indices, one round per index in an order within the round
+//! fixed when the pods were created ([`Order::Rounds`]), and scores nodes with nodeorder and
+//! binpack ([`volcano_score`]); ties are random too, every feasible node is scored below 100
+//! nodes (`CalculateNumOfFeasibleNodesToFind`, the same window), and with minAvailable equal
+//! to the pod count a pod without a node ends the attempt (`NeedContinueAllocating`).
+//!
 //! Pods of one kind (replica types with the same requests, reach and scores) are
 //! interchangeable, and so are nodes of one class with the same pods: the states are few
 //! for the gangs this is asked about, and the search stops after [`Search::budget`] of them.
@@ -18,7 +25,46 @@
 use std::collections::HashMap;
 
 use super::model::NodeClass;
-use super::score::{resource_score, taint_score, NodeLoad, PodAsk};
+use super::score::{resource_score, taint_score, volcano_score, NodeLoad, PodAsk};
+
+/// The orders the scheduler may take the gang's pods in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Any interleaving of the kinds (kube-scheduler's pod group cycle).
+    #[default]
+    Any,
+    /// Rounds taken one after the other, each so many pods of each kind (indexed like
+    /// [`Search::kinds`]) in any order within the round: Volcano's task order, where pods of
+    /// one replica index come before those of the next (see `mod.rs`). One pod a round is
+    /// one fixed order ([`Order::fixed`]).
+    Rounds(Vec<Vec<u32>>),
+}
+
+impl Order {
+    /// One fixed order: the kind of each pod, in the order they are tried.
+    #[cfg(test)]
+    pub fn fixed(kinds_in_order: &[usize], kinds: usize) -> Order {
+        Order::Rounds(
+            kinds_in_order
+                .iter()
+                .map(|&k| (0..kinds).map(|i| u32::from(i == k)).collect())
+                .collect(),
+        )
+    }
+}
+
+/// Whose scores pick the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scorer {
+    /// kube-scheduler's default profile ([`resource_score`] and [`taint_score`]).
+    #[default]
+    KubeScheduler,
+    /// Volcano's allocate with nodeorder and binpack ([`volcano_score`]).
+    Volcano,
+}
+
+/// The GPU resource Volcano's BalancedAllocation counts (nodeorder.go:257).
+pub const GPU: &str = "nvidia.com/gpu";
 
 /// Pods of the same kind: interchangeable for the scheduler.
 #[derive(Debug, Clone)]
@@ -105,6 +151,11 @@ pub struct Search<'a> {
     pub window: u64,
     /// States to visit at most.
     pub budget: usize,
+    pub scorer: Scorer,
+    /// With [`Order::Rounds`]: where each round ends (pods taken by then), and how many pods
+    /// of each kind are taken by the end of each round; empty with [`Order::Any`].
+    round_ends: Vec<u32>,
+    taken_by: Vec<Vec<u32>>,
     memo: HashMap<State, Reached>,
     visited: usize,
 }
@@ -132,9 +183,67 @@ impl<'a> Search<'a> {
             min,
             window,
             budget,
+            scorer: Scorer::KubeScheduler,
+            round_ends: Vec::new(),
+            taken_by: Vec::new(),
             memo: HashMap::new(),
             visited: 0,
         }
+    }
+
+    /// Searches only the orders `order` allows. Rounds that do not take every pod of every
+    /// kind exactly are not an order of these pods: then every order is searched.
+    pub fn with_order(mut self, order: Order) -> Search<'a> {
+        self.round_ends.clear();
+        self.taken_by.clear();
+        let Order::Rounds(rounds) = order else {
+            return self;
+        };
+        let mut taken = vec![0u32; self.kinds.len()];
+        let mut end = 0u32;
+        for round in &rounds {
+            if round.len() != taken.len() {
+                return self;
+            }
+            for (t, n) in taken.iter_mut().zip(round) {
+                *t = t.saturating_add(*n);
+                end = end.saturating_add(*n);
+            }
+            self.round_ends.push(end);
+            self.taken_by.push(taken.clone());
+        }
+        if self.kinds.iter().map(|k| k.pods).ne(taken.iter().copied()) {
+            self.round_ends.clear();
+            self.taken_by.clear();
+        }
+        self
+    }
+
+    pub fn with_scorer(mut self, scorer: Scorer) -> Search<'a> {
+        self.scorer = scorer;
+        self
+    }
+
+    /// Whether a pod of kind `k` may go next from `state`: it has pods left and, with
+    /// rounds, the current round has one of it left.
+    fn may_go_next(&self, state: &State, k: usize) -> bool {
+        let left = state.remaining.get(k).copied().unwrap_or(0);
+        if left == 0 {
+            return false;
+        }
+        if self.round_ends.is_empty() {
+            return true;
+        }
+        let taken_of = |k: usize| {
+            let pods = self.kinds.get(k).map_or(0, |kind| kind.pods);
+            pods - state.remaining.get(k).copied().unwrap_or(0).min(pods)
+        };
+        let taken: u32 = (0..self.kinds.len()).map(taken_of).sum();
+        let round = self.round_ends.partition_point(|&end| end <= taken);
+        self.taken_by
+            .get(round)
+            .and_then(|by| by.get(k))
+            .is_some_and(|&by| taken_of(k) < by)
     }
 
     /// States visited so far.
@@ -167,7 +276,8 @@ impl<'a> Search<'a> {
     }
 
     /// What is reachable from `state` (`None`: over budget). The kind placed next is any
-    /// with pods left (every order); its node any of [`Search::choices`] (every tie).
+    /// the order allows ([`Search::may_go_next`]); its node any of [`Search::choices`] (every
+    /// tie).
     fn explore(&mut self, state: &State) -> Option<Reached> {
         if let Some(&reached) = self.memo.get(state) {
             return Some(reached);
@@ -182,7 +292,7 @@ impl<'a> Search<'a> {
         };
         let mut any = false;
         for k in 0..self.kinds.len() {
-            if state.remaining.get(k).copied().unwrap_or(0) == 0 {
+            if !self.may_go_next(state, k) {
                 continue;
             }
             any = true;
@@ -226,11 +336,11 @@ impl<'a> Search<'a> {
         Some(reached)
     }
 
-    /// One run that leaves the gang short, taking kinds in their order and the first best
-    /// node each time (every run does, when this is asked).
+    /// One run that leaves the gang short, taking the first kind the order allows and the
+    /// first best node each time (every run does, when this is asked).
     fn example(&self, mut state: State) -> (Vec<(usize, usize)>, usize) {
         let mut steps = Vec::new();
-        while let Some(k) = state.remaining.iter().position(|&n| n > 0) {
+        while let Some(k) = (0..self.kinds.len()).find(|&k| self.may_go_next(&state, k)) {
             match self.choices(&state, k).first() {
                 Some(&choice) => {
                     steps.push((k, choice.class));
@@ -278,14 +388,21 @@ impl<'a> Search<'a> {
             .map(|(choice, _)| untolerated(kind, choice.class))
             .max()
             .unwrap_or(0);
-        let scored: Vec<(Choice, i64)> = feasible
+        let scored: Vec<(Choice, f64)> = feasible
             .into_iter()
             .map(|(choice, load)| {
                 let taints = taint_score(untolerated(kind, choice.class), most);
-                (choice, taints + resource_score(kind.ask, load))
+                let score = match self.scorer {
+                    Scorer::KubeScheduler => (taints + resource_score(kind.ask, load)) as f64,
+                    Scorer::Volcano => volcano_score(kind.ask, load, taints),
+                };
+                (choice, score)
             })
             .collect();
-        let best = scored.iter().map(|(_, s)| *s).max().unwrap_or(0);
+        let best = scored
+            .iter()
+            .map(|(_, s)| *s)
+            .fold(f64::NEG_INFINITY, f64::max);
         scored
             .into_iter()
             .filter(|(_, s)| *s == best)
@@ -315,12 +432,15 @@ impl<'a> Search<'a> {
             allocatable: [class.amount("cpu"), class.amount("memory")],
             non_zero: [0, 0],
             actual: [0, 0],
+            gpu_allocatable: class.amount(GPU),
+            gpu: 0,
         };
         for (kind, &n) in self.kinds.iter().zip(pods) {
             for i in 0..2 {
                 load.non_zero[i] += i64::from(n) * kind.ask.non_zero[i];
                 load.actual[i] += i64::from(n) * kind.ask.actual[i];
             }
+            load.gpu += i64::from(n) * kind.ask.gpu;
         }
         load
     }
@@ -390,6 +510,7 @@ mod tests {
             ask: PodAsk {
                 non_zero: [1000, 1 << 30],
                 actual: [1000, 1 << 30],
+                gpu: 0,
             },
             reach,
             untolerated: vec![0; 4],
@@ -427,5 +548,71 @@ mod tests {
         let mut small = search(&classes, kinds, 10);
         assert_eq!(small.run(), Found::TooLarge);
         assert!(small.visited() > 10);
+    }
+
+    #[test]
+    fn a_fixed_order_decides_what_every_order_leaves_open() {
+        // The PS and Workers above: PS first packs 4+4 | 4+2+2, Workers first strand a PS.
+        let classes = [class(8, 2)];
+        let kinds = || vec![kind("PS", 3, 4, vec![0]), kind("Worker", 2, 2, vec![0])];
+        let run = |order: &[usize]| {
+            search(&classes, kinds(), 100_000)
+                .with_order(Order::fixed(order, 2))
+                .run()
+        };
+        assert_eq!(run(&[0, 0, 0, 1, 1]), Found::Always);
+        assert!(matches!(
+            run(&[1, 1, 0, 0, 0]),
+            Found::Never { stuck: 0, .. }
+        ));
+        // Rounds: a PS and a Worker in either order, twice, then the last PS. The second
+        // round's pods land on nodes with one pod each, a tie: PS W | PS W | PS puts the
+        // second PS by the first (4+4 | 2, then 2+2 and the PS: placed) or by the Worker
+        // (4 | 2+4, the Worker next to the first PS: 4+2 | 2+4, the third PS stranded); every
+        // order of the rounds has a placing tie and a failing one, where every interleaving
+        // (Workers first) had orders with no placing tie: eventually, not either.
+        let rounds = Order::Rounds(vec![vec![1, 1], vec![1, 1], vec![1, 0]]);
+        let found = search(&classes, kinds(), 100_000).with_order(rounds).run();
+        assert_eq!(found, Found::Eventually);
+        // Rounds that are not an order of these pods are ignored: every order is searched.
+        let wrong = Order::Rounds(vec![vec![1, 1]]);
+        let found = search(&classes, kinds(), 100_000).with_order(wrong).run();
+        assert_eq!(found, Found::Either);
+    }
+
+    #[test]
+    fn volcano_scores_pick_other_nodes_than_kube_schedulers() {
+        // One pod of 8 GPUs, 8 cpu and 64Gi; an 8-GPU node of 32 cpu (class 0) or of 16 cpu
+        // (class 1), 256Gi each. kube-scheduler: 75 + 75 + 300 against 62 + 68 + 300, the
+        // 32-cpu node. Volcano (score.rs's tests): 657 against 658.5, the 16-cpu node, whose
+        // binpack (37.5 against 25) and three-resource balance (59 against 57) outweigh
+        // LeastAllocated (62 against 75).
+        let node = |cpu: i64| -> NodeClass {
+            serde_json::from_value(json!({"size": 1, "allocatable":
+                {"cpu": cpu, "memory": 256_i64 << 30, "pods": 110, "nvidia.com/gpu": 8}}))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let classes = [node(32_000), node(16_000)];
+        let mut pod = kind("Master", 1, 8, vec![0, 1]);
+        pod.ask = PodAsk {
+            non_zero: [8000, 64 << 30],
+            actual: [8000, 64 << 30],
+            gpu: 8,
+        };
+        let root = State {
+            remaining: vec![1],
+            failed: 0,
+            classes: vec![Vec::new(), Vec::new()],
+        };
+        let picked = |scorer: Scorer| {
+            let search = search(&classes, vec![pod.clone()], 100).with_scorer(scorer);
+            search
+                .choices(&root, 0)
+                .iter()
+                .map(|c| c.class)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picked(Scorer::KubeScheduler), vec![0]);
+        assert_eq!(picked(Scorer::Volcano), vec![1]);
     }
 }
