@@ -32,8 +32,11 @@
 #     Refused when even the best choice cannot fit (each group at most what it holds alone);
 #     admitted when that many are sure to be placed in any order; else a warning. Pods no node
 #     can take are then a warning, not a refusal: the gang may start without them.
-# Capacity is what nodes have, not what is free now: a refused job could never run here; an
-# admitted one may still queue. Not modelled, by design: the node lifecycle controller's
+# Where the counts cannot decide, the placement search (data.cluster.kube_scheduler, see below
+# and policies/README.md) plays kube-scheduler's pod group cycle in every order and tie.
+# Capacity is what nodes have, not what is free now: a refused job could never run here (a
+# refusal of the search: kube-scheduler never places it on these nodes idle); an admitted one
+# may still queue. Not modelled, by design: the node lifecycle controller's
 # condition taints (not-ready, pressure), which pass; pods already running.
 # METADATA
 # custom:

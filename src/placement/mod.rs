@@ -52,7 +52,7 @@ use score::PodAsk;
 use search::{Found, Kind, Order, Scorer, Search, GPU};
 
 /// States the search visits at most per review; past it the verdict is `unknown`.
-pub const BUDGET: usize = 20_000;
+pub const BUDGET: usize = 2_000;
 
 /// kube-scheduler's names for itself: pods naming another scheduler are not its to place.
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
