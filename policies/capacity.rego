@@ -228,6 +228,20 @@ search_trusted if {
 	count([r | some r in placed; object.get(search.reach, r.key, null) != sort(reach[r.key])]) == 0
 }
 
+# Who places the pods, in the messages: the search says when it played Volcano.
+scheduler_words := "Volcano" if {
+	search.scheduler == "volcano"
+} else := "kube-scheduler"
+
+# How it picks a node, and when it tries a failed gang again.
+binding_words := "pod 0 of every type first, then pod 1, and so on, each to the node nodeorder and binpack score highest (ties at random)" if {
+	search.scheduler == "volcano"
+} else := "the pods one at a time, each to the node it scores highest (the most cpu and memory left; ties at random)"
+
+retry_words := "Volcano tries the gang again every scheduling session (each second) in the same order, with ties drawn anew" if {
+	search.scheduler == "volcano"
+} else := "a failed attempt is retried on the next change in the cluster, at the latest after 5 minutes"
+
 search_says(outcome) if {
 	search_trusted
 	search.outcome == outcome
@@ -497,8 +511,8 @@ warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 	some i in unsure
 	g := groups[i]
 	rivals := [groups[j] | some j in others(i)]
-	msg := sprintf("kube-scheduler may not place the whole gang: the %d nodes %s pods may use (%s each, %s) hold %d of them, but %s pods may land there first and take room for up to %d, leaving %d for %d; %s%s", [
-		nodes_in(g.reach), type_names(g), shown_demand(g.demand), selection(g.members[0]), alone[i],
+	msg := sprintf("%s may not place the whole gang: the %d nodes %s pods may use (%s each, %s) hold %d of them, but %s pods may land there first and take room for up to %d, leaving %d for %d; %s%s", [
+		scheduler_words, nodes_in(g.reach), type_names(g), shown_demand(g.demand), selection(g.members[0]), alone[i],
 		concat(" and ", [type_names(h) | some h in rivals]), interference[i], alone[i] - interference[i], g.pods,
 		fix(g, rivals), stale_note,
 	])
@@ -515,8 +529,8 @@ violation contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 	i := min(unsure)
 	g := groups[i]
 	rivals := [groups[j] | some j in others(i)]
-	msg := sprintf("kube-scheduler never places the whole gang: it binds the pods one at a time, each to the node it scores highest (the most cpu and memory left; ties at random), and in every order it may take them %s pods find no node left: for one, %s, and then a %s pod has none; %s%s", [
-		search.stuck, search_example, search.stuck, fix(g, rivals), stale_note,
+	msg := sprintf("%s never places the whole gang: it binds %s, and in every order it may take them %s pods find no node left: for one, %s, and then a %s pod has none; %s%s", [
+		scheduler_words, binding_words, search.stuck, search_example, search.stuck, fix(g, rivals), stale_note,
 	])
 }
 
@@ -533,15 +547,21 @@ warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 	i := min(unsure)
 	g := groups[i]
 	rivals := [groups[j] | some j in others(i)]
-	msg := sprintf("kube-scheduler may need more than one attempt to place the whole gang: when it breaks ties between equally good nodes one way, %s pods take the room %s pods need; a failed attempt is retried on the next change in the cluster, at the latest after 5 minutes, so the gang starts, perhaps late; to make the first attempt certain, %s%s", [
-		concat(" and ", [type_names(h) | some h in rivals]), type_names(g), fix(g, rivals), stale_note,
+	msg := sprintf("%s may need more than one attempt to place the whole gang: when it breaks ties between equally good nodes one way, %s pods take the room %s pods need; %s, so the gang starts, perhaps late; to make the first attempt certain, %s%s", [
+		scheduler_words,
+		concat(" and ", [type_names(h) | some h in rivals]), type_names(g), retry_words, fix(g, rivals), stale_note,
 	])
 }
 
 # Same size, wider reach: the others should select the same nodes (or none of these).
 fix(g, rivals) := sprintf("give %s the same nodeSelector and tolerations as %s, or ones that keep it off %s's nodes", [concat(" and ", [type_names(h) | some h in rivals]), type_names(g), type_names(g)]) if {
 	count([h | some h in rivals; h.demand != g.demand]) == 0
-} else := sprintf("the gang's pods of different sizes share %d nodes; kube-scheduler places them one at a time, spreading them, and may not find the packing: give %s a nodeSelector for nodes of their own", [nodes_in(g.reach & union({h.reach | some h in rivals})), concat(" and ", [type_names(h) | some h in rivals])])
+} else := sprintf("the gang's pods of different sizes share %d nodes; %s places them one at a time%s, and may not find the packing: give %s a nodeSelector for nodes of their own", [nodes_in(g.reach & union({h.reach | some h in rivals})), scheduler_words, spread_words, concat(" and ", [type_names(h) | some h in rivals])])
+
+# kube-scheduler's LeastAllocated spreads pods; Volcano's binpack about cancels it.
+spread_words := "" if {
+	search.scheduler == "volcano"
+} else := ", spreading them"
 
 warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
 	inventory_known

@@ -418,7 +418,8 @@ const CAPACITY_POLICIES: [&str; 3] = ["capacity", "mig_inventory", "volcano_queu
 /// How the capacity policy starts a warning that leaves the verdict to kube-scheduler's
 /// order (policies/README.md, "Capacity: what it decides"). Its other warnings (pods a
 /// minAvailable gang may start without) come with an admission it stands by.
-const UNDECIDED: &str = "kube-scheduler may not place";
+/// "Volcano may not place" when the policy's placement search played Volcano.
+const UNDECIDED: [&str; 2] = ["kube-scheduler may not place", "Volcano may not place"];
 
 fn verdict_of(pair: usize, report: &Value) -> Verdict {
     let outcome = report
@@ -439,7 +440,7 @@ fn verdict_of(pair: usize, report: &Value) -> Verdict {
             "deny" if capacity => return Verdict::Refused(msg),
             // Other policies (gpu_uniformity on mixed GPU sizes, say) judge other things;
             // the capacity policies' verdict is compared whatever they say.
-            _ if capacity && msg.starts_with(UNDECIDED) => undecided = Some(msg),
+            _ if capacity && UNDECIDED.iter().any(|u| msg.starts_with(u)) => undecided = Some(msg),
             _ => {}
         }
     }
