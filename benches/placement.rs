@@ -62,6 +62,28 @@ fn bench(c: &mut Criterion) {
     group.bench_function("1+63 gang, 5,000 nodes", |b| {
         b.iter(|| black_box(kube_scheduler(&pools, 5_000, &platform)))
     });
+    let volcano = |job: &RegoValue| {
+        let mut doc = serde_json::to_value(job).expect("input as JSON");
+        for r in doc["job"]["replicas"].as_array_mut().into_iter().flatten() {
+            r["schedulerName"] = json!("volcano");
+            r["lastPodName"] = json!(format!(
+                "job-{}-{}",
+                r["type"].as_str().unwrap_or("x").to_lowercase(),
+                r["replicas"].as_i64().unwrap_or(1) - 1
+            ));
+        }
+        to_rego(&doc)
+    };
+    let reviewer_volcano = volcano(&reviewer);
+    let found = kube_scheduler(&small, 5, &reviewer_volcano).unwrap_or_default();
+    eprintln!("volcano 1+4: {} ({})", found["outcome"], found["order"]);
+    group.bench_function("Volcano: 1+4 gang, 5 nodes", |b| {
+        b.iter(|| black_box(kube_scheduler(&small, 5, &reviewer_volcano)))
+    });
+    let platform_volcano = volcano(&platform);
+    group.bench_function("Volcano: 1+63 gang, 5,000 nodes", |b| {
+        b.iter(|| black_box(kube_scheduler(&pools, 5_000, &platform_volcano)))
+    });
     let mixed = classes(&[
         ("A100", 64, 512, 8, 6),
         ("A100", 32, 256, 8, 6),
