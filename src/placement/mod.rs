@@ -164,6 +164,11 @@ fn unmodelled(replicas: &[Replica], input: &RegoValue, model: Model) -> Option<S
             return Some(why);
         }
     }
+    if let Some(kind) = spread_by_a_service(input) {
+        return Some(format!(
+            "{kind} pods share a Service, whose default topology spreading the search does not score"
+        ));
+    }
     if let Some(r) = replicas.iter().find(|r| !r.placement.unmodelled.is_empty()) {
         return Some(format!(
             "{} pods set {}, which the search does not evaluate",
@@ -247,6 +252,16 @@ fn volcano_order(
         })
         .collect();
     Order::Rounds(rounds)
+}
+
+/// Kinds whose pods one Service selects together (the MPIJob's headless `<job>` Service, a
+/// TrainJob's JobSet Services): PodTopologySpread's system default constraints then spread
+/// them by hostname and zone, a score the search leaves out. The other kinds get a Service
+/// per pod, which spreads nothing.
+fn spread_by_a_service(input: &RegoValue) -> Option<String> {
+    const SHARED_SERVICE: [&str; 2] = ["MPIJob", "TrainJob"];
+    let kind = at(input, &["job", "kind"])?.as_string().ok()?.to_string();
+    SHARED_SERVICE.contains(&kind.as_str()).then_some(kind)
 }
 
 /// The classes whose nodes replica `r`'s pods may use.
@@ -518,6 +533,24 @@ mod tests {
         )
         .unwrap_or_default();
         assert_eq!(found["why"], "Master pods go to scheduler my-scheduler");
+    }
+
+    #[test]
+    fn pods_one_service_spreads_are_not_searched() {
+        let job = to_rego(&json!({"job": {"kind": "MPIJob", "replicas": [
+            replica("Launcher", 1, 8, None), replica("Worker", 2, 8, Some("A100")),
+        ]}, "object": {"spec": {}}}));
+        let found = kube_scheduler(
+            &classes(&[("A100", 32, 256, 2), ("H100", 32, 256, 1)]),
+            3,
+            &job,
+        )
+        .unwrap_or_default();
+        assert_eq!(found["outcome"], "unknown");
+        assert_eq!(
+            found["why"],
+            "MPIJob pods share a Service, whose default topology spreading the search does not score"
+        );
     }
 
     #[test]
