@@ -81,30 +81,38 @@ fn least_allocated(pod: PodAsk, node: NodeLoad) -> i64 {
     }
 }
 
+/// kube-scheduler's BalancedAllocation: over cpu and memory.
 fn balanced(pod: PodAsk, node: NodeLoad) -> i64 {
-    if pod.actual == [0, 0] {
-        return 0;
-    }
-    let with_pod = [
-        node.actual[0].saturating_add(pod.actual[0]),
-        node.actual[1].saturating_add(pod.actual[1]),
-    ];
-    let with = balance(with_pod, node.allocatable);
-    let without = balance(node.actual, node.allocatable);
-    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with - without) / 2
+    balanced_over(pod, node, false)
 }
 
-/// `balancedResourceScore`: 100 × (1 − the spread of the requested fractions).
-fn balance(requested: CpuMemory, allocatable: CpuMemory) -> i64 {
-    let fractions: Vec<f64> = (0..2)
-        .filter(|&i| allocatable[i] != 0)
-        .map(|i| (requested[i] as f64 / allocatable[i] as f64).min(1.0))
-        .collect();
-    let std = match fractions.as_slice() {
-        [a, b] => ((a - b) / 2.0).abs(),
-        _ => 0.0,
+/// BalancedAllocation's score (`balancedResourceScorer`): how much more even the requested
+/// fractions become with the pod, over cpu and memory, and `nvidia.com/gpu` too when `gpus`
+/// (Volcano's) and the pod asks for GPUs and the node has some; skipped (0) for a pod that
+/// asks for none of the resources scored.
+fn balanced_over(pod: PodAsk, node: NodeLoad, gpus: bool) -> i64 {
+    if pod.actual == [0, 0] && (!gpus || pod.gpu == 0) {
+        return 0;
+    }
+    let gpu = gpus && pod.gpu != 0 && node.gpu_allocatable != 0;
+    let allocatable = [
+        node.allocatable[0],
+        node.allocatable[1],
+        node.gpu_allocatable,
+    ];
+    let fractions = |requested: [i64; 3]| {
+        (0..3)
+            .filter(|&i| allocatable[i] != 0 && (i < 2 || gpu))
+            .map(|i| (requested[i] as f64 / allocatable[i] as f64).min(1.0))
+            .collect::<Vec<f64>>()
     };
-    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    let with = spread_score(&fractions([
+        node.actual[0].saturating_add(pod.actual[0]),
+        node.actual[1].saturating_add(pod.actual[1]),
+        node.gpu.saturating_add(pod.gpu),
+    ]));
+    let without = spread_score(&fractions([node.actual[0], node.actual[1], node.gpu]));
+    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with - without) / 2
 }
 
 // --- Volcano v1.16 (vc-scheduler), the chart's default configuration. ---
@@ -197,28 +205,7 @@ fn binpack(pod: PodAsk, node: NodeLoad) -> f64 {
 /// when the pod asks for GPUs and the node has some; skipped for a pod that asks for none
 /// of the three (balanced_allocation.go:78-85).
 fn volcano_balanced(pod: PodAsk, node: NodeLoad) -> i64 {
-    if pod.actual == [0, 0] && pod.gpu == 0 {
-        return 0;
-    }
-    let gpu = pod.gpu != 0 && node.gpu_allocatable != 0;
-    let fractions = |requested: [i64; 3]| {
-        let allocatable = [
-            node.allocatable[0],
-            node.allocatable[1],
-            node.gpu_allocatable,
-        ];
-        (0..3)
-            .filter(|&i| allocatable[i] != 0 && (i < 2 || gpu))
-            .map(|i| (requested[i] as f64 / allocatable[i] as f64).min(1.0))
-            .collect::<Vec<f64>>()
-    };
-    let with = spread_score(&fractions([
-        node.actual[0].saturating_add(pod.actual[0]),
-        node.actual[1].saturating_add(pod.actual[1]),
-        node.gpu.saturating_add(pod.gpu),
-    ]));
-    let without = spread_score(&fractions([node.actual[0], node.actual[1], node.gpu]));
-    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with - without) / 2
+    balanced_over(pod, node, true)
 }
 
 /// `balancedResourceScore` (balanced_allocation.go:220-254): 100 × (1 − the standard
