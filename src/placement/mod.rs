@@ -328,7 +328,8 @@ fn kind_of(
     let non_zero = &r.placement.non_zero_requests;
     Kind {
         types: vec![r.replica_type.clone()],
-        pods: u32::try_from(r.replicas).unwrap_or(u32::MAX),
+        // Capped past what the search takes, so that adding kinds up cannot overflow.
+        pods: u32::try_from(r.replicas.min(i64::from(MAX_PODS) + 1)).unwrap_or(0),
         demand,
         ask: PodAsk {
             non_zero: [amount(non_zero, "cpu"), amount(non_zero, "memory")],
@@ -551,6 +552,22 @@ mod tests {
             found["why"],
             "MPIJob pods share a Service, whose default topology spreading the search does not score"
         );
+    }
+
+    #[test]
+    fn a_gang_of_billions_of_pods_is_not_searched_and_does_not_overflow() {
+        let job = input(vec![
+            replica("Master", 5_000_000_000, 8, None),
+            replica("Worker", 5_000_000_000, 8, Some("A100")),
+        ]);
+        let found = kube_scheduler(
+            &classes(&[("A100", 32, 256, 2), ("H100", 32, 256, 1)]),
+            3,
+            &job,
+        )
+        .unwrap_or_default();
+        assert_eq!(found["outcome"], "unknown");
+        assert_eq!(found["why"], "131072 pods are more than the search takes");
     }
 
     #[test]
