@@ -104,7 +104,13 @@ async fn once_draining_an_http1_answer_says_connection_close_and_the_connection_
 
     server.begin_shutdown();
     wait_not_ready(&server).await;
-    // The same kept-alive connection: answered, and told to go.
+    // The same kept-alive connection: answered, and told to go. hyper's client refuses a
+    // request ("connection was not ready") until its dispatcher has taken the previous
+    // answer's end; `ready` waits for that, and fails if the server had closed the connection.
+    sender
+        .ready()
+        .await
+        .expect("the kept-alive connection is still open while draining");
     let (connection, uid) = send(sender.send_request(review_request("draining"))).await;
     assert_eq!(uid, "draining");
     assert_eq!(connection.as_deref(), Some("close"));
