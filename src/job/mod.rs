@@ -12,6 +12,7 @@ pub mod network_topology;
 pub mod placement_facts;
 pub mod problem;
 pub mod quantity;
+pub mod release_order;
 pub mod requests;
 pub mod trainer_facts;
 pub mod view;
