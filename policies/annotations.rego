@@ -20,11 +20,13 @@ prefix := "gangplank.dev/"
 # there by gangplank itself, so a job it wrote is never warned about its own marks: the
 # record of derived defaults (src/review/provenance.rs), a TrainJob's native gang size
 # (trainer_gang, src/trainer/native.rs) and the controller's restart counts
-# (src/controller/restart.rs); gpu_sharing's opt-out (its optOutAnnotation's default).
+# (src/controller/restart.rs), the native gang's release order (gang_scheduling,
+# src/job/release_order.rs); gpu_sharing's opt-out (its optOutAnnotation's default).
 # tests/policy_engine.rs checks that every `*ANNOTATION` constant of src/ is here.
 on_job := {
 	"gangplank.dev/gpu-class", "gangplank.dev/topology-key", "gangplank.dev/network-topology", "gangplank.dev/defaulted", "gangplank.dev/gpu-sharing",
 	"gangplank.dev/native-gang-min-count", "gangplank.dev/restarts", "gangplank.dev/restarted-pods",
+	"gangplank.dev/release-order",
 }
 
 # Read from each replica's pod template only (image-may-differ: gang_image's default

@@ -236,7 +236,23 @@ scheduler_words := "Volcano" if {
 # How it picks a node, and when it tries a failed gang again.
 binding_words := "pod 0 of every type first, then pod 1, and so on, each to the node nodeorder and binpack score highest (ties at random)" if {
 	search.scheduler == "volcano"
+} else := sprintf("the pods one at a time in the order the controller releases them (annotation %s: %s), each to the node it scores highest (the most cpu and memory left; ties at random)", [release_annotation, concat(",", search.release)]) if {
+	search.release
 } else := "the pods one at a time, each to the node it scores highest (the most cpu and memory left; ties at random)"
+
+# The orders the search played: the one the controller releases the pods in, or every one.
+order_words := "in that order" if {
+	search.release
+} else := "in every order it may take them"
+
+# The native gang's release order (gang_scheduling writes it where the order decides; the
+# controller lifts the pods' scheduling gate one type after the other in it).
+release_annotation := "gangplank.dev/release-order"
+
+# A release order the search found to place the gang, as the fix.
+release_fix := sprintf("release them in an order that places the gang: annotation %s: %s", [release_annotation, concat(",", search.placingOrder.types)]) if {
+	search.placingOrder.outcome == "always"
+}
 
 retry_words := "Volcano tries the gang again every scheduling session (each second) in the same order, with ties drawn anew" if {
 	search.scheduler == "volcano"
@@ -529,10 +545,14 @@ violation contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 	i := min(unsure)
 	g := groups[i]
 	rivals := [groups[j] | some j in others(i)]
-	msg := sprintf("%s never places the whole gang: it binds %s, and in every order it may take them %s pods find no node left: for one, %s, and then a %s pod has none; %s%s", [
-		scheduler_words, binding_words, search.stuck, search_example, search.stuck, fix(g, rivals), stale_note,
+	msg := sprintf("%s never places the whole gang: it binds %s, and %s %s pods find no node left: for one, %s, and then a %s pod has none; %s%s", [
+		scheduler_words, binding_words, order_words, search.stuck, search_example, search.stuck, never_fix(g, rivals), stale_note,
 	])
 }
+
+never_fix(_, _) := release_fix
+
+never_fix(g, rivals) := fix(g, rivals) if not release_fix
 
 # The gang fits, and in every order kube-scheduler may take its pods in some ties find the
 # placement, others do not. A failed cycle is retried in the same order (each pod's first

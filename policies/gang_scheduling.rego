@@ -121,6 +121,43 @@ mutation contains {"op": "default", "path": lib.ptrs("/metadata", ["annotations"
 	lib.writable_object_field(input.object.metadata, "annotations")
 }
 
+# The native gang's release order. kube-scheduler's pod group cycle takes a gang's pods in
+# the order they first entered its queue, which for pods released together is random, drawn
+# once per gang and kept across retries: some gangs are placed in one order and never in
+# another (data.cluster.kube_scheduler says "either"). For those the placement search names a
+# release order that places the gang (placingOrder), and the controller, reading this
+# annotation, creates the pods behind a scheduling gate and lifts it one replica type after
+# the other in that order (src/job/release_order.rs). Derived: it follows the job's shape
+# (and the cluster), so it is computed afresh on every change and dropped when no longer
+# needed; a user's own value is kept and judged by the capacity policy in its order only.
+release_annotation := "gangplank.dev/release-order"
+
+release_path := lib.ptrs("/metadata", ["annotations", release_annotation])
+
+mutation contains {"op": "default", "path": release_path, "value": concat(",", order.types), "derived": true} if {
+	needs_scheduler
+	count([r | some r in input.job.replicas; not on_native_gang(r)]) == 0
+	data.cluster.kube_scheduler.outcome == "either"
+	order := data.cluster.kube_scheduler.placingOrder
+	lib.writable_object_field(input.object.metadata, "annotations")
+}
+
+violation contains {"path": release_path, "msg": sprintf("annotation %s", [input.job.releaseOrder.error])}
+
+# Only the controller's native gang releases pods in order: said where it changes nothing.
+warning contains {"path": release_path, "msg": msg} if {
+	count(input.job.releaseOrder.types) > 0
+	not native
+	msg := sprintf("annotation %s changes nothing here: only the native gang (gang_scheduling scheduler \"kubernetes\") has gangplank controller release a job's pods in order; this platform's gangs go to %s", [release_annotation, params.scheduler])
+}
+
+warning contains {"path": release_path, "msg": msg} if {
+	count(input.job.releaseOrder.types) > 0
+	native
+	input.job.kind == "MPIJob"
+	msg := sprintf("annotation %s changes nothing on an MPIJob: gangplank controller creates the launcher only once the workers run, and releases no pods in order", [release_annotation])
+}
+
 # A node label key (Kubernetes' qualified name): an optional lowercase DNS subdomain prefix
 # (at most 253 characters) and "/", then a name of 1 to 63 alphanumerics, "-", "_", ".".
 label_key_pattern := `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`

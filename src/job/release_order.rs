@@ -69,6 +69,13 @@ mod tests {
 
     const TYPES: [&str; 2] = ["Master", "Worker"];
 
+    fn refused(value: &str) -> String {
+        match parse(value, &TYPES) {
+            Err(why) => why,
+            Ok(order) => panic!("{value:?} was taken as {order:?}"),
+        }
+    }
+
     #[test]
     fn every_type_once_in_the_order_written_matched_without_case() {
         assert_eq!(
@@ -83,18 +90,18 @@ mod tests {
 
     #[test]
     fn unknown_repeated_missing_and_empty_names_are_refused_saying_which() {
-        let unknown = parse("Worker,Chief", &TYPES).unwrap_err();
+        let unknown = refused("Worker,Chief");
         assert!(
             unknown.contains("\"Chief\"") && unknown.contains("Master, Worker"),
             "{unknown}"
         );
-        let twice = parse("Worker,worker,Master", &TYPES).unwrap_err();
+        let twice = refused("Worker,worker,Master");
         assert!(twice.contains("Worker twice"), "{twice}");
-        let missing = parse("Worker", &TYPES).unwrap_err();
+        let missing = refused("Worker");
         assert!(missing.contains("does not name Master"), "{missing}");
-        let empty = parse("", &TYPES).unwrap_err();
+        let empty = refused("");
         assert!(empty.contains("empty name"), "{empty}");
-        let trailing = parse("Worker,Master,", &TYPES).unwrap_err();
+        let trailing = refused("Worker,Master,");
         assert!(trailing.contains("empty name"), "{trailing}");
     }
 }

@@ -23,6 +23,7 @@ use super::kinds::{KindSpec, ReplicaType};
 use super::naming::{pod_name, type_pod_labels};
 use super::placement_facts::{placement_facts, PlacementFacts};
 use super::problem::{problem, type_name, Problem};
+use super::release_order;
 use super::requests::pod_requests;
 use super::volumes::{claim_volumes, ClaimVolumeView};
 use crate::pointer;
@@ -69,6 +70,42 @@ pub struct JobView {
     /// Trainer v2 only (TrainJob and its runtimes): what the runtime and the Trainer decide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trainer: Option<super::trainer_facts::TrainerView>,
+    /// The annotation `gangplank.dev/release-order`, parsed, when the job carries it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_order: Option<ReleaseOrderView>,
+}
+
+/// The order the controller releases a native gang's pods in ([`release_order`]): the
+/// replica types, first released first, or why the annotation names none.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReleaseOrderView {
+    pub types: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ReleaseOrderView {
+    /// The view of the job `meta`'s annotation over its `replicas`; `None` without one.
+    pub fn of(meta: Option<&Value>, replicas: &[ReplicaView]) -> Option<ReleaseOrderView> {
+        let value = meta?
+            .get("annotations")?
+            .get(release_order::RELEASE_ORDER_ANNOTATION)?;
+        let keys: Vec<&str> = replicas.iter().map(|r| r.key.as_str()).collect();
+        let parsed = match value.as_str() {
+            Some(text) => release_order::parse(text, &keys),
+            None => Err(format!(
+                "{} must be a string",
+                release_order::RELEASE_ORDER_ANNOTATION
+            )),
+        };
+        Some(match parsed {
+            Ok(types) => ReleaseOrderView { types, error: None },
+            Err(why) => ReleaseOrderView {
+                types: Vec::new(),
+                error: Some(why),
+            },
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -185,6 +222,7 @@ impl JobView {
             &mut problems,
         );
         let env_names = distinct_env_names(&replicas);
+        let release_order = ReleaseOrderView::of(meta, &replicas);
         let replicas = with_controller_labels(spec, &name, replicas);
         JobView {
             api_version: spec.api_version(),
@@ -204,6 +242,7 @@ impl JobView {
             env_names,
             problems,
             trainer: None,
+            release_order,
         }
     }
 }

@@ -39,6 +39,7 @@
 //! are exact then.
 
 pub mod model;
+mod release;
 pub mod score;
 mod search;
 
@@ -78,10 +79,9 @@ enum Model {
 /// `data.cluster.kube_scheduler` for the policy input `input` on `classes` (the request's
 /// projection) of a cluster of `node_count` nodes; `None` when the policy needs none.
 pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue) -> Option<Value> {
-    let replicas: Vec<Replica> = Replica::all_of(input)?
-        .into_iter()
-        .filter(|r| r.replicas > 0)
-        .collect();
+    let all = Replica::all_of(input)?;
+    let all_keys: Vec<String> = all.iter().map(|r| r.key.clone()).collect();
+    let replicas: Vec<Replica> = all.into_iter().filter(|r| r.replicas > 0).collect();
     if replicas.is_empty() || classes.is_empty() {
         return None;
     }
@@ -98,12 +98,16 @@ pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue)
         .and_then(|model| unmodelled(&replicas, input, model).map_or(Ok(model), Err))
     {
         Err(why) => json!({"outcome": "unknown", "why": why}),
-        Ok(Model::KubeScheduler) => search(
+        Ok(Model::KubeScheduler) => release::native(
             classes,
             node_count,
-            kinds,
-            Order::Any,
-            Scorer::KubeScheduler,
+            release::Gang {
+                kinds,
+                replicas: &replicas,
+                kind_of_replica: &kind_of_replica,
+                all_keys,
+            },
+            input,
         ),
         Ok(Model::Volcano) => {
             let pods: u32 = kinds.1.iter().map(|k| k.pods).sum();
@@ -476,6 +480,66 @@ mod tests {
         // The H100 has less cpu: a Master taken first always picks an A100.
         let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
         assert_eq!(outcome(&nodes, &gang()), "either");
+    }
+
+    /// `gang()` with the job view's parse of a `gangplank.dev/release-order`.
+    fn released(release_order: Value) -> RegoValue {
+        to_rego(&json!({"job": {
+            "replicas": [replica("Master", 1, 8, None), replica("Worker", 2, 8, Some("A100"))],
+            "releaseOrder": release_order,
+        }, "object": {"spec": {}}}))
+    }
+
+    #[test]
+    fn a_gang_the_order_decides_is_given_the_release_order_that_places_it() {
+        let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
+        let found = kube_scheduler(&classes(&nodes), 3, &gang()).unwrap_or_default();
+        assert_eq!(found["outcome"], "either", "{found}");
+        // Workers first take both A100s; the Master then finds only the H100.
+        assert_eq!(
+            found["placingOrder"],
+            json!({"types": ["Worker", "Master"], "outcome": "always"})
+        );
+    }
+
+    #[test]
+    fn a_release_order_is_the_only_order_searched() {
+        let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
+        let search = |order: Value| {
+            kube_scheduler(&classes(&nodes), 3, &released(order)).unwrap_or_default()
+        };
+        let placing = search(json!({"types": ["Worker", "Master"]}));
+        assert_eq!(placing["outcome"], "always", "{placing}");
+        assert_eq!(placing["release"], json!(["Worker", "Master"]));
+        assert!(placing.get("placingOrder").is_none(), "{placing}");
+        // The Master first takes an A100 (more cpu left than the H100): a Worker is stuck,
+        // and the order that places the gang is named.
+        let failing = search(json!({"types": ["Master", "Worker"]}));
+        assert_eq!(failing["outcome"], "never", "{failing}");
+        assert_eq!(failing["stuck"], "Worker", "{failing}");
+        assert_eq!(
+            failing["placingOrder"]["types"],
+            json!(["Worker", "Master"])
+        );
+        // An annotation the job view could not parse: not searched, the view's words kept.
+        let bad = search(json!({"types": [], "error": "names \"Chief\""}));
+        assert_eq!(bad["outcome"], "unknown", "{bad}");
+        assert_eq!(bad["why"], "names \"Chief\"");
+    }
+
+    #[test]
+    fn a_release_order_names_the_types_without_pods_too() {
+        let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
+        let job = input(vec![
+            replica("Master", 1, 8, None),
+            replica("Worker", 2, 8, Some("A100")),
+            replica("Evaluator", 0, 8, None),
+        ]);
+        let found = kube_scheduler(&classes(&nodes), 3, &job).unwrap_or_default();
+        assert_eq!(
+            found["placingOrder"]["types"],
+            json!(["Worker", "Master", "Evaluator"])
+        );
     }
 
     #[test]

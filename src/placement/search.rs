@@ -42,7 +42,6 @@ pub enum Order {
 
 impl Order {
     /// One fixed order: the kind of each pod, in the order they are tried.
-    #[cfg(test)]
     pub fn fixed(kinds_in_order: &[usize], kinds: usize) -> Order {
         Order::Rounds(
             kinds_in_order

@@ -214,6 +214,8 @@ fn build(
         total_pods,
         problems,
         trainer: Some(trainer),
+        // A TrainJob's pods are JobSet's to create: no gangplank release order.
+        release_order: None,
     }
 }
 
