@@ -13,7 +13,9 @@
 //! - the scheduler's: the pair's nodes are created on an empty control plane and the job's
 //!   pods scheduled as one gang (minCount/minMember = minAvailable, else every pod): placed
 //!   when at least that many pods are bound, not placed when none is and the scheduler says
-//!   why.
+//!   why. Where `check`'s mutation wrote a release order (`gangplank.dev/release-order`, a
+//!   native gang whose outcome the order decides), the pods are created behind its
+//!   scheduling gate and released one type after the other, as `gangplank controller` does.
 //!
 //! Every decided pair must agree; undecided pairs are counted by cause. Pairs run side by
 //! side on disjoint nodes: every node of a pair carries `gangplank.dev/pair=<n>` and every pod
@@ -31,6 +33,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::{json, Value};
+
+use gangplank::job::release_order::{RELEASE_GATE, RELEASE_ORDER_ANNOTATION};
 
 use super::nodes::{create_node, delete_nodes};
 use super::scheduler::{native_pod_group, wait_placement, Placement};
@@ -222,11 +226,16 @@ async fn run_pair(
         Backend::Volcano => volcano_job(&mut job, seed, pair),
     };
     let policies = policies_for(plane, backend);
-    let verdict = gangplank_verdict(plane, pair, &policies, &nodes, queue.as_ref(), &job).await;
+    let (verdict, release) =
+        gangplank_verdict(plane, pair, &policies, &nodes, queue.as_ref(), &job).await;
     let placement = match backend {
         Backend::NativeGang => {
             let retries = if retried(&verdict) { RETRIES } else { 0 };
-            schedule(plane, namespace, pair, &nodes, &job, retries).await
+            let gang = Gang {
+                job: &job,
+                release: release.as_deref(),
+            };
+            schedule(plane, namespace, pair, &nodes, gang, retries).await
         }
         Backend::Volcano => {
             schedule_volcano(plane, namespace, pair, &nodes, queue.as_ref(), &job).await
@@ -382,7 +391,7 @@ async fn gangplank_verdict(
     nodes: &[Value],
     queue: Option<&Value>,
     job: &Value,
-) -> Verdict {
+) -> (Verdict, Option<Vec<String>>) {
     let dir = plane.file(&format!("differential-{pair}"));
     std::fs::create_dir_all(&dir).expect("pair dir");
     let cluster = dir.join("nodes.json");
@@ -410,7 +419,23 @@ async fn gangplank_verdict(
         let stderr = String::from_utf8_lossy(&output.stderr);
         panic!("pair {pair}: check -o json gave no JSON ({e}): {stdout}\n{stderr}")
     });
-    verdict_of(pair, &report)
+    (verdict_of(pair, &report), release_order_of(&report))
+}
+
+/// The release order gang_scheduling wrote on the job (`gangplank.dev/release-order`), as
+/// replica types: the order `gangplank controller` releases the native gang's pods in.
+fn release_order_of(report: &Value) -> Option<Vec<String>> {
+    let applied = report[0]["decision"]["applied"].as_array()?;
+    let path = format!(
+        "/metadata/annotations/{}",
+        RELEASE_ORDER_ANNOTATION.replace('/', "~1")
+    );
+    let value = applied
+        .iter()
+        .find(|a| a["path"] == path.as_str())?
+        .get("value")?
+        .as_str()?;
+    Some(value.split(',').map(|t| t.trim().to_string()).collect())
 }
 
 /// The policies whose verdicts are compared.
@@ -447,13 +472,21 @@ fn verdict_of(pair: usize, report: &Value) -> Verdict {
     undecided.map_or(Verdict::Admitted, Verdict::Undecided)
 }
 
+/// A native gang's job and the order its pods are released in, if the webhook wrote one.
+struct Gang<'a> {
+    job: &'a Value,
+    release: Option<&'a [String]>,
+}
+
 /// Creates the pair's nodes, PodGroup and pods, waits for the scheduler, then deletes them.
+/// With a release order the pods are created behind the scheduling gate and released one
+/// type after the other, as `gangplank controller` does.
 async fn schedule(
     plane: &ControlPlane,
     namespace: &str,
     pair: usize,
     nodes: &[Value],
-    job: &Value,
+    Gang { job, release }: Gang<'_>,
     retries: usize,
 ) -> Placement {
     let client = plane.client().await;
@@ -477,11 +510,17 @@ async fn schedule(
     let pods: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<Pod>(&()));
     let selector = format!("{PAIR_LABEL}={pair}");
-    for pod in pods_of(job, &group, pair) {
+    for mut pod in pods_of(job, &group, pair) {
+        if release.is_some() {
+            pod["spec"]["schedulingGates"] = json!([{"name": RELEASE_GATE}]);
+        }
         let typed: DynamicObject = serde_json::from_value(pod).expect("Pod");
         if let Err(e) = pods.create(&PostParams::default(), &typed).await {
             panic!("pair {pair}: create pod: {e}");
         }
+    }
+    if let Some(order) = release {
+        release_in_order(&pods, job, &group, pair, order).await;
     }
     let expected = total_pods(job);
     let mut placement = wait_placement(plane, namespace, &selector, expected, SETTLE, LIMIT).await;
@@ -495,6 +534,36 @@ async fn schedule(
     }
     clean_up(&client, namespace, pair, nodes, &group).await;
     placement
+}
+
+/// Lifts the pods' gate one type after the other in `order`, each awaited: the scheduler
+/// sees the updates in that order (as the controller's release does).
+async fn release_in_order(
+    pods: &Api<DynamicObject>,
+    job: &Value,
+    group: &str,
+    pair: usize,
+    order: &[String],
+) {
+    for replica_type in order {
+        let count = replica_specs(job)
+            .into_iter()
+            .find(|(t, _)| t == replica_type)
+            .map_or(0, |(_, r)| r["replicas"].as_u64().unwrap_or(1));
+        for index in 0..count {
+            let name = format!("{group}-{}-{index}", replica_type.to_lowercase());
+            // Only this gate, as the controller lifts it (a strategic merge delete).
+            let patch =
+                json!({"spec": {"schedulingGates": [{"name": RELEASE_GATE, "$patch": "delete"}]}});
+            let params = kube::api::PatchParams::default();
+            if let Err(e) = pods
+                .patch(&name, &params, &kube::api::Patch::Strategic(&patch))
+                .await
+            {
+                panic!("pair {pair}: release {name}: {e}");
+            }
+        }
+    }
 }
 
 /// Adds and removes a node that fits any of the job's pods but is not the pair's (no pod
