@@ -83,18 +83,20 @@ mod tests {
 
     #[test]
     fn unknown_repeated_missing_and_empty_names_are_refused_saying_which() {
-        let unknown = parse("Worker,Chief", &TYPES).unwrap_err();
+        let unknown = parse("Worker,Chief", &TYPES).err().unwrap_or_default();
         assert!(
             unknown.contains("\"Chief\"") && unknown.contains("Master, Worker"),
             "{unknown}"
         );
-        let twice = parse("Worker,worker,Master", &TYPES).unwrap_err();
+        let twice = parse("Worker,worker,Master", &TYPES)
+            .err()
+            .unwrap_or_default();
         assert!(twice.contains("Worker twice"), "{twice}");
-        let missing = parse("Worker", &TYPES).unwrap_err();
+        let missing = parse("Worker", &TYPES).err().unwrap_or_default();
         assert!(missing.contains("does not name Master"), "{missing}");
-        let empty = parse("", &TYPES).unwrap_err();
+        let empty = parse("", &TYPES).err().unwrap_or_default();
         assert!(empty.contains("empty name"), "{empty}");
-        let trailing = parse("Worker,Master,", &TYPES).unwrap_err();
+        let trailing = parse("Worker,Master,", &TYPES).err().unwrap_or_default();
         assert!(trailing.contains("empty name"), "{trailing}");
     }
 }
