@@ -438,5 +438,10 @@ async fn a_release_order_lifts_the_gates_one_replica_type_after_the_other_once_t
             "no gate left: {}",
             pod["metadata"]["name"]
         );
+        let released = &pod["metadata"]["annotations"]["gangplank.dev/released-at"];
+        assert!(
+            released.as_str().is_some_and(|t| t.ends_with('Z')),
+            "the release time, where the watchdog's clock starts: {pod}"
+        );
     }
 }

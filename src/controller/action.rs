@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::status::JobStatus;
@@ -107,9 +108,13 @@ pub enum Action {
     /// Merge-patch these annotations onto the job's metadata (restart bookkeeping, see
     /// [`restart::RESTARTS_ANNOTATION`](super::restart::RESTARTS_ANNOTATION)).
     PatchJobAnnotations(BTreeMap<String, String>),
-    /// Lift the release gate from these pods, in this order, each update answered before the
-    /// next is sent (see [`release`](super::release)): kube-scheduler queues them so.
-    ReleasePods(Vec<String>),
+    /// Lift the release gate from the pods `names`, in this order, each update answered
+    /// before the next is sent (see [`release`](super::release)): kube-scheduler queues them
+    /// so. Each pod is annotated with `at`, where the watchdog's clock starts for it.
+    ReleasePods {
+        names: Vec<String>,
+        at: Time,
+    },
 }
 
 /// A pod to create, with what k8s-openapi's PodSpec (1.33 API) cannot carry.

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::rbac::v1::Role;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -22,6 +23,7 @@ use serde_json::{json, Value};
 use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
 use super::observe::pod_group_resource;
 use super::observed::{controlled_by, Foreign};
+use super::release::RELEASED_AT_ANNOTATION;
 use super::snapshot::JobSnapshot;
 use super::ssh_key;
 use super::{Action, NewPod};
@@ -228,7 +230,7 @@ async fn apply_one(
             let result = jobs.delete(&job.name, &DeleteParams::background()).await;
             ("delete job", job.name.clone(), gone_ok(result.map(drop)))
         }
-        Action::ReleasePods(names) => return release_pods(&pods, names).await,
+        Action::ReleasePods { names, at } => return release_pods(&pods, names, at).await,
         Action::PatchJobAnnotations(annotations) => {
             let patch = json!({ "metadata": { "annotations": annotations } });
             let result = jobs.patch(&job.name, &merge, &Patch::Merge(&patch)).await;
@@ -241,9 +243,15 @@ async fn apply_one(
 /// Lifts [`RELEASE_GATE`] from the pods `names`, one after the other: kube-scheduler queues
 /// each pod when it sees the update that clears its last gate, so each PATCH is answered
 /// before the next is sent. The strategic merge patch deletes that gate only (the list
-/// merges by name): a gate someone else put on the pod stays. A pod gone (404) is done.
-async fn release_pods(pods: &Api<Pod>, names: &[String]) -> Result<Option<Foreign>, ApplyError> {
+/// merges by name): a gate someone else put on the pod stays. The same patch records when
+/// ([`RELEASED_AT_ANNOTATION`], the watchdog's clock). A pod gone (404) is done.
+async fn release_pods(
+    pods: &Api<Pod>,
+    names: &[String],
+    at: &Time,
+) -> Result<Option<Foreign>, ApplyError> {
     let patch = json!({
+        "metadata": {"annotations": {RELEASED_AT_ANNOTATION: at}},
         "spec": {"schedulingGates": [{"name": RELEASE_GATE, "$patch": "delete"}]}
     });
     let params = PatchParams {

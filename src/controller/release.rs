@@ -3,7 +3,7 @@
 //! [`RELEASE_GATE`], and once the gang is whole the gate is lifted type by type, in the
 //! annotation's order ([`Action::ReleasePods`]).
 //!
-//! Entry points: [`order`], [`gate`], [`is_gated`], [`release`].
+//! Entry points: [`order`], [`gate`], [`is_gated`], [`release`], [`released_at`].
 //!
 //! Why: kube-scheduler 1.36's pod group cycle takes a gang's pods by the time each first
 //! entered its active queue. Released together by the gang's PreEnqueue gate, they enter in
@@ -17,8 +17,12 @@
 //! - A pod stays gated only while the job's annotation is a valid order and some pod of the
 //!   gang is missing or being deleted: an annotation made invalid or removed releases the
 //!   gated pods at once, in the kind's replica order.
+//! - A released pod carries [`RELEASED_AT_ANNOTATION`]: the gang watchdog's clock starts
+//!   there, not at the pod's creation, so a release delayed (a controller restart while the
+//!   gang was gated) does not eat into the time the scheduler gets.
 
 use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::action::Action;
 use super::config::GangScheduler;
@@ -26,7 +30,12 @@ use super::mpi;
 use super::observed::name;
 use super::replicas::Slots;
 use super::snapshot::JobSnapshot;
+use super::Timestamp;
 use crate::job::release_order::{self, RELEASE_GATE, RELEASE_ORDER_ANNOTATION};
+
+/// When the controller lifted the release gate from the pod (RFC 3339), written with the
+/// lift itself.
+pub const RELEASED_AT_ANNOTATION: &str = "gangplank.dev/released-at";
 
 /// The job's release order as replica types (canonical names), first released first, or why
 /// its annotation is not one; `None` when the controller does not gate the job's pods (no
@@ -78,11 +87,11 @@ pub fn is_gated(pod: &Pod) -> bool {
     gates.into_iter().flatten().any(|g| g.name == RELEASE_GATE)
 }
 
-/// The [`Action::ReleasePods`] for the gated pods among `slots`, by type in `order`, then
-/// by index. With `order` (a valid annotation), only once every index of every type has a
+/// The [`Action::ReleasePods`] at `now` for the gated pods among `slots`, by type in
+/// `order`, then by index. With `order` (a valid annotation), only once every index of every type has a
 /// pod and none is being deleted; without (annotation invalid or gone, gang scheduler
 /// changed), at once, in the kind's replica order. `None` when no pod is gated.
-pub fn release(slots: &[Slots], order: Option<&[&str]>) -> Option<Action> {
+pub fn release(slots: &[Slots], order: Option<&[&str]>, now: Timestamp) -> Option<Action> {
     if order.is_some() && !whole(slots) {
         return None;
     }
@@ -100,7 +109,17 @@ pub fn release(slots: &[Slots], order: Option<&[&str]>) -> Option<Action> {
         .filter(|p| is_gated(p) && p.metadata.deletion_timestamp.is_none())
         .map(|p| name(p).to_string())
         .collect();
-    (!names.is_empty()).then_some(Action::ReleasePods(names))
+    (!names.is_empty()).then_some(Action::ReleasePods {
+        names,
+        at: Time(now),
+    })
+}
+
+/// When the controller released `pod` ([`RELEASED_AT_ANNOTATION`]), if it did and the value
+/// reads as a time.
+pub fn released_at(pod: &Pod) -> Option<Timestamp> {
+    let annotations = pod.metadata.annotations.as_ref()?;
+    annotations.get(RELEASED_AT_ANNOTATION)?.parse().ok()
 }
 
 /// Every index of every type has a pod, and none of them is being deleted.

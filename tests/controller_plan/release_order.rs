@@ -37,7 +37,7 @@ fn gates(pod: &Pod) -> Vec<String> {
 /// The names the plan releases, in order; `None` without a release.
 fn released(plan: &Plan) -> Option<Vec<String>> {
     plan.actions.iter().find_map(|a| match a {
-        Action::ReleasePods(names) => Some(names.clone()),
+        Action::ReleasePods { names, .. } => Some(names.clone()),
         _ => None,
     })
 }
@@ -298,6 +298,44 @@ fn the_watchdog_does_not_count_pods_held_behind_the_release_gate() {
     assert!(
         message(&plan, "Failed").contains("3 pod(s) still Pending"),
         "released pods are the cluster's again: {:?}",
+        conditions(&plan)
+    );
+}
+
+/// A release delayed past the start deadline (the controller was down while the gang was
+/// gated) leaves the scheduler the whole deadline: the clock starts at the release, which
+/// the release writes on each pod.
+#[test]
+fn a_released_pods_deadline_runs_from_its_release() {
+    let job = ordered("Worker,Master");
+    let fifteen_minutes = 15 * 60;
+    let late = fifteen_minutes + 300;
+    let plan = job.plan_with(&first_pods(&job, &native()), late, &native());
+    let at = plan.actions.iter().find_map(|a| match a {
+        Action::ReleasePods { at, .. } => Some(at.clone()),
+        _ => None,
+    });
+    assert_eq!(at, Some(time(late)), "{:?}", action_list(&plan.actions));
+
+    let mut released = ungated(first_pods(&job, &native()));
+    let stamp = time(late).0.to_string();
+    for pod in &mut released.pods {
+        pod.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("gangplank.dev/released-at".into(), stamp.clone());
+    }
+    let plan = job.plan_with(&released, late + 60, &native());
+    assert!(
+        conditions(&plan).iter().all(|(t, _, _)| t != "Failed"),
+        "{:?}",
+        conditions(&plan)
+    );
+    assert_eq!(plan.requeue_after, secs(fifteen_minutes as u64 - 60));
+    let plan = job.plan_with(&released, late + fifteen_minutes, &native());
+    assert!(
+        message(&plan, "Failed").contains("did not start within 900s: 3 pod(s) still Pending"),
+        "{:?}",
         conditions(&plan)
     );
 }

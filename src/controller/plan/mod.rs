@@ -292,7 +292,7 @@ impl<'a> Planner<'a> {
     /// the job no longer asks for an order (see [`release`]).
     fn release_gated(&mut self, slots: &[Slots]) {
         let order = release::order(self.job, self.config.gang.as_ref()).and_then(Result::ok);
-        if let Some(action) = release::release(slots, order.as_deref()) {
+        if let Some(action) = release::release(slots, order.as_deref(), self.now) {
             self.push(action);
         }
     }
