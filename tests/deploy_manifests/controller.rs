@@ -211,6 +211,7 @@ fn controller_admission_policies_are_bound_to_deny_and_fail_closed() {
         BTreeSet::from([
             "gangplank-controller-namespaces",
             "gangplank-controller-pods",
+            "gangplank-controller-pod-updates",
             "gangplank-controller-jobs"
         ])
     );
