@@ -25,6 +25,7 @@ e2e_suite!(
         the_controller_creates_only_pods_its_jobs_control_under_their_names,
         only_a_v1_mpijob_launcher_pod_runs_as_its_own_launcher_service_account,
         the_controller_changes_nothing_on_a_job_but_its_bookkeeping_annotations,
+        the_controller_only_lifts_its_release_gate_from_a_pod,
         the_controllers_annotation_patch_succeeds_while_the_webhook_is_down,
     ]
 );
@@ -318,6 +319,62 @@ async fn the_controller_changes_nothing_on_a_job_but_its_bookkeeping_annotations
     patch(bookkeeping)
         .await
         .expect("the restart-count annotations are the controller's to write");
+}
+
+/// A strategic merge patch of pod `name` through `api`, with the controller's field manager.
+async fn patch_pod(api: Api<Pod>, name: &'static str, body: Value) -> Answer {
+    let params = PatchParams {
+        field_manager: Some("gangplank-controller".into()),
+        ..PatchParams::default()
+    };
+    answer(api.patch(name, &params, &Patch::Strategic(&body)).await)
+}
+
+async fn the_controller_only_lifts_its_release_gate_from_a_pod() {
+    let plane = control_plane().await;
+    let admin = plane.client().await;
+    let ns = plane.namespace("vap-release").await;
+    let gate = "gangplank.dev/release-order";
+    let mut pod = job_pod("gated", "00000000-0000-0000-0000-000000000003");
+    pod["spec"]["schedulingGates"] = json!([{"name": "example.com/quota"}, {"name": gate}]);
+    create_pod(admin, ns.clone(), pod)
+        .await
+        .expect("a gated pod, as the controller creates it");
+    let controller = client_as(plane, CONTROLLER).await;
+    let api: Api<Pod> = Api::namespaced(controller, &ns);
+    let patch = |body: Value| patch_pod(api.clone(), "gated-worker-0", body);
+    let lift =
+        |name: &str| json!({"spec": {"schedulingGates": [{"name": name, "$patch": "delete"}]}});
+    let why = "may only lift its scheduling gate";
+    refused("another gate lifted", why, || {
+        patch(lift("example.com/quota"))
+    })
+    .await;
+    let image =
+        json!({"spec": {"containers": [{"name": "pytorch", "image": "registry.example/other:1"}]}});
+    refused("an image changed", why, || patch(image.clone())).await;
+    let label = json!({"metadata": {"labels": {"app": "web"}}});
+    refused("a label added", why, || patch(label.clone())).await;
+    let annotation = json!({"metadata": {"annotations": {"example.com/owner": "me"}}});
+    refused("another annotation", why, || patch(annotation.clone())).await;
+    let node = json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "n1"}}});
+    refused("node selection while gated", why, || patch(node.clone())).await;
+
+    // What src/controller/apply.rs sends (Action::ReleasePods).
+    let mut release = lift(gate);
+    release["metadata"] =
+        json!({"annotations": {"gangplank.dev/released-at": "2026-11-29T05:00:00Z"}});
+    patch(release)
+        .await
+        .expect("lifting its own gate and stamping the time are the controller's");
+    let after = api.get("gated-worker-0").await.expect("the pod");
+    let gates: Vec<String> = after
+        .spec
+        .iter()
+        .flat_map(|s| s.scheduling_gates.iter().flatten())
+        .map(|g| g.name.clone())
+        .collect();
+    assert_eq!(gates, ["example.com/quota"], "only its own gate went");
 }
 
 /// deploy/'s webhook configurations pointed at a server that does not answer

@@ -4,7 +4,9 @@
 //! PodGroup and the pods' `schedulingGroup` make the scheduler place a gang whole or not at
 //! all, and the watchdog names the PodGroup's reason when it never is. With the job's
 //! `gangplank.dev/topology-key` (TopologyAwareWorkloadScheduling on), the whole gang lands in
-//! one domain of that node label, or stays unbound.
+//! one domain of that node label, or stays unbound. With its `gangplank.dev/release-order`,
+//! the pods are created behind the controller's scheduling gate, lifted one replica type
+//! after the other once every pod exists.
 //!
 //! Every test has its own node pool (`pool=<namespace>`, selected by the job), so the tests
 //! run side by side on one control plane. Skipped, with the reason, without kube-scheduler.
@@ -14,8 +16,11 @@ mod support;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, WatchEvent, WatchParams,
+};
 use serde_json::{json, Value};
 use support::controller::{pods_of, Controller};
 use support::nodes::{create_gpu_pool, create_nodes, SimNode, H100};
@@ -29,6 +34,7 @@ e2e_suite!(
         a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_they_are_freed,
         the_watchdog_fails_a_gang_stuck_past_its_deadline_with_the_pod_groups_reason,
         a_gang_with_a_topology_key_lands_in_one_domain_or_not_at_all,
+        a_release_order_lifts_the_gates_one_replica_type_after_the_other_once_the_gang_is_whole,
     ],
     support::scheduler::requirement
 );
@@ -327,4 +333,115 @@ fn scheduled_condition(pg: &Value) -> Value {
         .find(|c| c["type"] == "PodGroupScheduled")
         .cloned()
         .unwrap_or(Value::Null)
+}
+
+const RELEASE_GATE: &str = "gangplank.dev/release-order";
+
+/// What a watch of a job's pods saw of the release gate, in resourceVersion order.
+#[derive(Debug, Default)]
+struct Gates {
+    /// Each pod as it was created: its name and whether it carried the gate.
+    created: Vec<(String, bool)>,
+    /// The pods whose gate went away, in the order it did, with how many pods existed then.
+    lifted: Vec<(String, usize)>,
+}
+
+impl Gates {
+    fn saw(&mut self, event: WatchEvent<Pod>) -> Result<(), String> {
+        let pod = match event {
+            WatchEvent::Added(pod) | WatchEvent::Modified(pod) => pod,
+            WatchEvent::Deleted(_) | WatchEvent::Bookmark(_) => return Ok(()),
+            WatchEvent::Error(e) => return Err(format!("watch: {e}")),
+        };
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let gated = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.scheduling_gates.iter().flatten())
+            .any(|g| g.name == RELEASE_GATE);
+        if !self.created.iter().any(|(n, _)| *n == name) {
+            self.created.push((name.clone(), gated));
+        }
+        let lifted = self.lifted.iter().any(|(n, _)| *n == name);
+        if !gated && !lifted {
+            self.lifted.push((name, self.created.len()));
+        }
+        Ok(())
+    }
+}
+
+/// A Master and two Workers with `gangplank.dev/release-order: Worker,Master`: every pod is
+/// created gated, the gates are lifted only once all three exist, the Workers' first, and
+/// the gang is then bound whole.
+async fn a_release_order_lifts_the_gates_one_replica_type_after_the_other_once_the_gang_is_whole() {
+    let plane = plane();
+    let client = plane.client().await;
+    let ns = plane.namespace("release").await;
+    create_gpu_pool(&client, &ns, 3).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    // The watch starts before the job exists, so it sees each pod's creation.
+    let selector = jobs::selector("ordered");
+    let listed = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap_or_else(|e| panic!("list pods: {e}"));
+    let version = listed.metadata.resource_version.unwrap_or_default();
+    let params = WatchParams::default().labels(&selector).timeout(120);
+    let events = pods
+        .watch(&params, &version)
+        .await
+        .unwrap_or_else(|e| panic!("watch pods: {e}"));
+    let mut job = jobs::gpu_gang("ordered", 2, &ns);
+    job["metadata"]["annotations"] = json!({RELEASE_GATE: "Worker,Master"});
+    jobs::create(&client, &ns, &job, false)
+        .await
+        .unwrap_or_else(|e| panic!("create job: {e}"));
+
+    let mut gates = Gates::default();
+    let mut events = events.map_err(|e| e.to_string()).boxed();
+    let watched = tokio::time::timeout(LIMIT, async {
+        while gates.lifted.len() < 3 {
+            let event = events.try_next().await?.ok_or("the watch ended")?;
+            gates.saw(event)?;
+        }
+        Ok::<(), String>(())
+    })
+    .await;
+    match watched {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}; so far: {gates:?}"),
+        Err(_) => panic!("the three gates were not lifted within {LIMIT:?}: {gates:?}"),
+    }
+
+    assert_eq!(gates.created.len(), 3, "{gates:?}");
+    assert!(
+        gates.created.iter().all(|(_, gated)| *gated),
+        "every pod is created with the release gate: {gates:?}"
+    );
+    assert!(
+        gates.lifted.iter().all(|(_, existing)| *existing == 3),
+        "no gate is lifted before the whole gang exists: {gates:?}"
+    );
+    let lifted: Vec<&str> = gates.lifted.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        lifted,
+        ["ordered-worker-0", "ordered-worker-1", "ordered-master-0"],
+        "Workers first, then the Master: {gates:?}"
+    );
+
+    let placement = wait_placement(plane, &ns, &selector, 3, SETTLE, LIMIT).await;
+    assert!(placement.all_bound(), "{}", placement.summary());
+    for pod in raw_pods(&client, &ns, "ordered").await {
+        assert_eq!(
+            pod["spec"].get("schedulingGates"),
+            None,
+            "no gate left: {}",
+            pod["metadata"]["name"]
+        );
+        let released = &pod["metadata"]["annotations"]["gangplank.dev/released-at"];
+        assert!(
+            released.as_str().is_some_and(|t| t.ends_with('Z')),
+            "the release time, where the watchdog's clock starts: {pod}"
+        );
+    }
 }

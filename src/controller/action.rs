@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::status::JobStatus;
@@ -16,7 +17,7 @@ use super::status::JobStatus;
 /// # Guarantees
 /// - `actions` are in the order they should be applied: metadata patches (restart counts)
 ///   before the deletions they account for, deletions before creations, HPA and PodGroup
-///   before pods.
+///   before pods, pods created before pods released.
 /// - No [`Action::CreatePod`] or [`Action::CreateService`] names an object that is in
 ///   [`Observed`](super::Observed): replaying a plan after a crash creates no duplicates, and a
 ///   409 AlreadyExists on create only means the informer cache is behind.
@@ -107,6 +108,13 @@ pub enum Action {
     /// Merge-patch these annotations onto the job's metadata (restart bookkeeping, see
     /// [`restart::RESTARTS_ANNOTATION`](super::restart::RESTARTS_ANNOTATION)).
     PatchJobAnnotations(BTreeMap<String, String>),
+    /// Lift the release gate from the pods `names`, in this order, each update answered
+    /// before the next is sent (see [`release`](super::release)): kube-scheduler queues them
+    /// so. Each pod is annotated with `at`, where the watchdog's clock starts for it.
+    ReleasePods {
+        names: Vec<String>,
+        at: Time,
+    },
 }
 
 /// A pod to create, with what k8s-openapi's PodSpec (1.33 API) cannot carry.

@@ -7,13 +7,15 @@
 //! ConfigMap, ServiceAccount, Role or RoleBinding reads the object: one the job does not
 //! control is [`Foreign`], reported to the caller, never taken for the job's own (the caches
 //! select by operator label, so another workload's pod of the same name is only seen here).
-//! Deletes of what is already gone (404) are done too.
+//! Deletes of what is already gone (404) are done too, and so is releasing a pod that is
+//! gone. A release ([`Action::ReleasePods`]) patches its pods one after the other.
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::rbac::v1::Role;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -21,9 +23,11 @@ use serde_json::{json, Value};
 use super::mpi::objects::{SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
 use super::observe::pod_group_resource;
 use super::observed::{controlled_by, Foreign};
+use super::release::RELEASED_AT_ANNOTATION;
 use super::snapshot::JobSnapshot;
 use super::ssh_key;
 use super::{Action, NewPod};
+use crate::job::release_order::RELEASE_GATE;
 
 /// Field manager of every write the controller makes.
 pub const FIELD_MANAGER: &str = "gangplank-controller";
@@ -226,6 +230,7 @@ async fn apply_one(
             let result = jobs.delete(&job.name, &DeleteParams::background()).await;
             ("delete job", job.name.clone(), gone_ok(result.map(drop)))
         }
+        Action::ReleasePods { names, at } => return release_pods(&pods, names, at).await,
         Action::PatchJobAnnotations(annotations) => {
             let patch = json!({ "metadata": { "annotations": annotations } });
             let result = jobs.patch(&job.name, &merge, &Patch::Merge(&patch)).await;
@@ -233,6 +238,35 @@ async fn apply_one(
         }
     };
     checked(what, name, result.map(|()| None))
+}
+
+/// Lifts [`RELEASE_GATE`] from the pods `names`, one after the other: kube-scheduler queues
+/// each pod when it sees the update that clears its last gate, so each PATCH is answered
+/// before the next is sent. The strategic merge patch deletes that gate only (the list
+/// merges by name): a gate someone else put on the pod stays. The same patch records when
+/// ([`RELEASED_AT_ANNOTATION`], the watchdog's clock). A pod gone (404) is done.
+async fn release_pods(
+    pods: &Api<Pod>,
+    names: &[String],
+    at: &Time,
+) -> Result<Option<Foreign>, ApplyError> {
+    let patch = json!({
+        "metadata": {"annotations": {RELEASED_AT_ANNOTATION: at}},
+        "spec": {"schedulingGates": [{"name": RELEASE_GATE, "$patch": "delete"}]}
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    for name in names {
+        let result = pods.patch(name, &params, &Patch::Strategic(&patch)).await;
+        checked(
+            "release pod",
+            name.clone(),
+            gone_ok(result.map(drop)).map(|()| None),
+        )?;
+    }
+    Ok(None)
 }
 
 /// `result` of action `what` on `name`, its error with that context.

@@ -18,6 +18,8 @@
 //! - [`pods`] and [`services`]: a pod and its headless Service from a replica template.
 //! - [`podgroup`]: Volcano and scheduler-plugins PodGroups (minResources summed with
 //!   [`crate::job::quantity`]).
+//! - [`release`]: a native gang's pods gated and released type by type in the order of the
+//!   job's `gangplank.dev/release-order`.
 //! - [`elastic`]: PyTorch `elasticPolicy` (bounds, checks, gang size); [`hpa`]: its HPA.
 //! - [`mpi`]: MPIJob v2beta1 (launcher, workers, ConfigMap, Service, SSH Secret) and v1
 //!   ([`mpi::kubexec`]: ConfigMap with kubexec.sh, the launcher's ServiceAccount and Role).
@@ -63,6 +65,7 @@ mod plan;
 pub mod podgroup;
 pub mod pods;
 pub mod reconcile;
+pub mod release;
 pub mod replicas;
 pub mod restart;
 pub mod runner;

@@ -1,5 +1,5 @@
 //! A pod from a replica template: upstream's name, labels, owner reference, restart policy,
-//! default port, framework env and gang-scheduler decoration.
+//! default port, framework env, gang-scheduler decoration and release gate.
 //!
 //! Entry point: [`build`].
 
@@ -11,6 +11,7 @@ use super::env;
 use super::mpi;
 use super::naming;
 use super::podgroup;
+use super::release;
 use super::snapshot::{default_container, JobSnapshot, Replica};
 
 /// The pod of replica `index` of `replica`.
@@ -42,6 +43,9 @@ pub fn build(job: &JobSnapshot, replica: &Replica, index: i32, config: &Config) 
     }
     if let Some(gang) = &config.gang {
         podgroup::decorate(job, replica, gang, &mut meta, &mut spec);
+    }
+    if matches!(release::order(job, config.gang.as_ref()), Some(Ok(_))) {
+        release::gate(&mut spec);
     }
     Pod {
         metadata: meta,

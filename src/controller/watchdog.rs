@@ -5,7 +5,9 @@
 //! Entry point: [`check`]. The deadline is `schedulingPolicy.scheduleTimeoutSeconds`, else
 //! [`Config::start_deadline`]. The clock starts at the oldest Pending pod's creation, so a
 //! recreated gang gets a fresh deadline; while a Volcano job waits for its PodGroup (no pods
-//! yet) it starts at the PodGroup's creation, else at the job's startTime.
+//! yet) it starts at the PodGroup's creation, else at the job's startTime. Pods the
+//! controller holds behind its release gate ([`release`]) are not the cluster's to place
+//! yet: they are not counted as Pending, and a released pod's clock starts at its release.
 //!
 //! [`launcher_failed_early`] explains an MPI launcher that failed before any worker ran with
 //! the same [`cause`].
@@ -20,6 +22,7 @@ use super::deadlines::Deadline;
 use super::mpi;
 use super::observed::{name, phase, Observed};
 use super::podgroup;
+use super::release;
 use super::snapshot::JobSnapshot;
 use super::Timestamp;
 
@@ -54,13 +57,11 @@ pub fn check(
         .pods
         .iter()
         .filter(|p| phase(p) == "Pending" && p.metadata.deletion_timestamp.is_none())
+        // Held back by the controller itself until the gang is whole, not by the cluster.
+        .filter(|p| !release::is_gated(p))
         .collect();
     let since = if !pending.is_empty() {
-        pending
-            .iter()
-            .filter_map(|p| p.metadata.creation_timestamp.as_ref())
-            .map(|t| t.0)
-            .min()
+        pending.iter().filter_map(|p| waiting_since(p)).min()
     } else if waiting_for_group {
         observed
             .pod_group
@@ -83,6 +84,13 @@ pub fn check(
             recheck: other.remaining(),
         },
     }
+}
+
+/// Since when `pod` has been the cluster's to place: its creation, or its release from the
+/// controller's gate when later.
+fn waiting_since(pod: &Pod) -> Option<Timestamp> {
+    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    created.max(release::released_at(pod))
 }
 
 fn start_deadline(job: &JobSnapshot, config: &Config) -> Option<Duration> {

@@ -16,6 +16,7 @@ mod native_gang;
 mod network_topology;
 mod objects;
 mod podgroup;
+mod release_order;
 mod restarting;
 mod status_rules;
 mod suspend;

@@ -66,9 +66,15 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
     let cluster = expected(&[
         ("kubeflow.org", &jobs, &["list", "watch", "patch", "delete"]),
         ("kubeflow.org", &statuses, &["patch"]),
+        // patch: the native gang's release gate (gangplank.dev/release-order), pods only.
         (
             "",
-            &["pods", "services"],
+            &["pods"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        (
+            "",
+            &["services"],
             &["get", "list", "watch", "create", "delete"],
         ),
         ("", &["events"], &["list"]),
@@ -205,6 +211,7 @@ fn controller_admission_policies_are_bound_to_deny_and_fail_closed() {
         BTreeSet::from([
             "gangplank-controller-namespaces",
             "gangplank-controller-pods",
+            "gangplank-controller-pod-updates",
             "gangplank-controller-jobs"
         ])
     );

@@ -230,10 +230,10 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
     let image = &controller["spec"]["template"]["spec"]["containers"][0]["image"];
     assert_eq!(image, &format!("gangplank:{}", env!("CARGO_PKG_VERSION")));
     // ServiceAccount, ClusterRole and its binding, the leader Role and its binding, the
-    // Deployment, its PDB, three admission policies and their bindings.
+    // Deployment, its PDB, four admission policies and their bindings.
     assert_eq!(
         with_controller.len(),
-        plain.len() + 13,
+        plain.len() + 15,
         "{with_controller:#?}"
     );
 

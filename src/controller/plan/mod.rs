@@ -14,7 +14,7 @@ use super::status::{reason, ConditionType, JobStatus};
 use super::watchdog::{self, Verdict};
 use crate::job::kinds::Role;
 
-use super::{hpa, mpi, naming, outcome, podgroup, pods, services, Timestamp};
+use super::{hpa, mpi, naming, outcome, podgroup, pods, release, services, Timestamp};
 
 mod gang_reason;
 mod mpi_objects;
@@ -285,6 +285,29 @@ impl<'a> Planner<'a> {
         if !waiting_for_group {
             self.create_missing(slots);
         }
+        self.release_gated(slots);
+    }
+
+    /// Lifts the release gate from the gang's gated pods once it is whole, or at once when
+    /// the job no longer asks for an order (see [`release`]).
+    fn release_gated(&mut self, slots: &[Slots]) {
+        let order = release::order(self.job, self.config.gang.as_ref()).and_then(Result::ok);
+        if let Some(action) = release::release(slots, order.as_deref(), self.now) {
+            self.push(action);
+        }
+    }
+
+    /// A release order the job asks for but does not give: said once, when the gang's first
+    /// pods are created (ungated: admission refuses such a job, and a pod must never wait for
+    /// an order that cannot come).
+    fn warn_unordered(&mut self) {
+        let order = release::order(self.job, self.config.gang.as_ref());
+        if let (Some(Err(why)), true) = (order, self.observed.pods.is_empty()) {
+            let msg = format!("{why}; the pods are released to kube-scheduler together");
+            self.out
+                .events
+                .push(Event::warning("InvalidReleaseOrder", msg));
+        }
     }
 
     fn create_missing(&mut self, slots: &[Slots]) {
@@ -296,6 +319,7 @@ impl<'a> Planner<'a> {
         if is_mpi {
             self.mpi_shared_objects(slots);
         }
+        self.warn_unordered();
         for s in slots {
             if is_mpi
                 && s.replica.role() == Role::Launcher
