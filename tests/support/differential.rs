@@ -146,6 +146,7 @@ fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) 
     let mut by_aim: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
     let mut undecided: BTreeMap<String, usize> = BTreeMap::new();
     let mut disagreements = Vec::new();
+    let mut undecided_pairs = Vec::new();
     for o in outcomes {
         let key = match (&o.verdict, o.placed) {
             (Verdict::Admitted, true) => "admitted, placed",
@@ -163,6 +164,7 @@ fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) 
             .or_default() += 1;
         if let Verdict::Undecided(why) = &o.verdict {
             *undecided.entry(undecided_reason(why)).or_default() += 1;
+            undecided_pairs.push(o.pair);
         }
         if key.starts_with("DISAGREE") {
             disagreements.push(format!(
@@ -185,6 +187,7 @@ fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) 
     for (aim, counts) in &by_aim {
         eprintln!("  {aim}: {counts:?}");
     }
+    eprintln!("  undecided pairs (GANGPLANK_DIFFERENTIAL_ONLY=<pair> replays one): {undecided_pairs:?}");
     assert!(
         disagreements.is_empty(),
         "{} of {decided} decided pairs disagree with {backend:?} (seed {seed}; replay one \
