@@ -187,7 +187,9 @@ fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) 
     for (aim, counts) in &by_aim {
         eprintln!("  {aim}: {counts:?}");
     }
-    eprintln!("  undecided pairs (GANGPLANK_DIFFERENTIAL_ONLY=<pair> replays one): {undecided_pairs:?}");
+    eprintln!(
+        "  undecided pairs (GANGPLANK_DIFFERENTIAL_ONLY=<pair> replays one): {undecided_pairs:?}"
+    );
     assert!(
         disagreements.is_empty(),
         "{} of {decided} decided pairs disagree with {backend:?} (seed {seed}; replay one \
