@@ -32,6 +32,7 @@ e2e_suite!(
         with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound,
         with_gangplank_a_mig_job_too_large_is_refused_and_a_fitting_one_bound,
         with_gangplank_a_selector_mismatch_is_refused,
+        with_gangplank_a_gang_the_order_decides_is_released_in_the_order_that_places_it,
         a_simulated_node_without_allocatable_is_refused_with_the_reason,
     ],
     support::scheduler::requirement
@@ -277,6 +278,56 @@ async fn with_gangplank_a_fitting_job_is_admitted_and_every_pod_bound() {
     let job = gpu_gang("fits", 4, &pool);
     let placement = run_gated(&pool, &job, 5).await;
     assert!(placement.all_bound(), "{}", placement.summary());
+}
+
+/// Two A100 nodes of 32 cpu and an H100 of 16 cpu, 8 GPUs each, in `pool`; and a 1 + 2 gang
+/// of 8 GPUs, 8 cpu and 64Gi per pod whose Workers select the A100s and whose Master selects
+/// nothing. kube-scheduler's LeastAllocated scores an A100 higher for the Master (more cpu
+/// left): taken first, the Master lands there and a Worker never finds a node; taken last, it
+/// gets the H100. As kube-scheduler draws the order (the gang gate releases the pods in Go's
+/// map order, kept across retries) the gang was placed 1 time of 4 in the differential.
+fn order_decides(pool: &str) -> (Vec<SimNode>, Value) {
+    let sized = |node: SimNode, cpu: &str| node.resource("cpu", cpu).resource("memory", "256Gi");
+    let nodes = vec![
+        sized(SimNode::new(&format!("{pool}-a100-0")).gpus(8, A100), "32"),
+        sized(SimNode::new(&format!("{pool}-a100-1")).gpus(8, A100), "32"),
+        sized(SimNode::new(&format!("{pool}-h100-0")).gpus(8, H100), "16"),
+    ];
+    let nodes = nodes.into_iter().map(|n| n.label("pool", pool)).collect();
+    let mut job = gpu_gang("ordered", 2, pool);
+    for r in ["Master", "Worker"] {
+        let spec = &mut job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"];
+        let resources = json!({"nvidia.com/gpu": 8, "cpu": "8", "memory": "64Gi"});
+        spec["containers"][0]["resources"] = json!({"requests": resources, "limits": resources});
+    }
+    let worker = &mut job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"];
+    worker["nodeSelector"][support::nodes::GPU_PRODUCT_LABEL] = json!(A100);
+    (nodes, job)
+}
+
+/// The webhook's placement search finds that only some orders place the gang and writes the
+/// release order that does (Workers first); the controller creates the pods behind its gate
+/// and lifts it in that order; kube-scheduler places the whole gang, the Master on the H100.
+async fn with_gangplank_a_gang_the_order_decides_is_released_in_the_order_that_places_it() {
+    let plane = gated();
+    let pool = plane.namespace("order-gated").await;
+    let (nodes, job) = order_decides(&pool);
+    let probe = gpu_gang("probe", 8, &pool);
+    gated_nodes(&pool, &nodes, &probe, "hold 3 of them").await;
+    let placement = run_gated(&pool, &job, 3).await;
+    let client = plane.client().await;
+    let stored = jobs::stored_pytorch_job(&client, &pool, "ordered").await;
+    assert_eq!(
+        stored["metadata"]["annotations"]["gangplank.dev/release-order"], "Worker,Master",
+        "the webhook writes the order that places the gang: {stored}"
+    );
+    assert!(placement.all_bound(), "{}", placement.summary());
+    assert_eq!(
+        placement.bound.get("ordered-master-0").map(String::as_str),
+        Some(format!("{pool}-h100-0").as_str()),
+        "{}",
+        placement.summary()
+    );
 }
 
 /// Creates `job` on the gated control plane and waits for its pods' placement.
