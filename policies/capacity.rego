@@ -583,11 +583,39 @@ spread_words := "" if {
 	search.scheduler == "volcano"
 } else := ", spreading them"
 
-warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
+# minAvailable that the counts leave to the order: the search decides where it can.
+min_unsure := n if {
 	inventory_known
 	n := min_available
 	n <= most_placeable
 	n > surely_placed
+}
+
+violation contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
+	n := min_unsure
+	search_says("never")
+	msg := sprintf("%s never places minAvailable %d pods at once: it binds %s, and %s fewer than %d find a node: for one, %s, and then a %s pod has none; %s%s", [
+		scheduler_words, n, binding_words, order_words, n, search_example, search.stuck, min_fix, stale_note,
+	])
+}
+
+warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
+	n := min_unsure
+	search_says("eventually")
+	msg := sprintf("%s may need more than one attempt to place minAvailable %d pods at once: when it breaks ties between equally good nodes one way, fewer find a node; %s, so the gang starts, perhaps late; to make the first attempt certain, %s%s", [
+		scheduler_words, n, retry_words, min_fix, stale_note,
+	])
+}
+
+min_fix := release_fix
+
+min_fix := "give the replica types nodes of their own (a nodeSelector) or lower minAvailable" if not release_fix
+
+warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg": msg} if {
+	n := min_unsure
+	not search_says("always")
+	not search_says("eventually")
+	not search_says("never")
 	msg := sprintf("kube-scheduler may not place minAvailable %d pods at once: the matching nodes hold up to %d of the gang's pods, but only %d whatever the order kube-scheduler places them in (replica types share nodes); give the replica types nodes of their own (a nodeSelector) or lower minAvailable%s", [n, most_placeable, surely_placed, stale_note])
 }
 

@@ -102,6 +102,7 @@ pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue)
             classes,
             node_count,
             release::Gang {
+                min: gang_min(input, kinds.1.iter().map(|k| k.pods).sum()),
                 kinds,
                 replicas: &replicas,
                 kind_of_replica: &kind_of_replica,
@@ -113,7 +114,7 @@ pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue)
             let pods: u32 = kinds.1.iter().map(|k| k.pods).sum();
             let order = volcano_order(&replicas, &kind_of_replica, kinds.1.len(), pods);
             let named = if order == Order::Any { "any" } else { "index" };
-            let mut found = search(classes, node_count, kinds, order, Scorer::Volcano);
+            let mut found = search(classes, node_count, kinds, pods, order, Scorer::Volcano);
             if let Some(found) = found.as_object_mut() {
                 found.insert("scheduler".into(), json!(VOLCANO));
                 found.insert("order".into(), json!(named));
@@ -187,13 +188,26 @@ fn unmodelled(replicas: &[Replica], input: &RegoValue, model: Model) -> Option<S
     if priorities.len() > 1 {
         return Some("the replica types have different priorityClassNames".into());
     }
+    // kube-scheduler's cycle tries every queued pod of the gang in order, skipping those that
+    // find no node, and places it when minCount did (Permit): the search plays that with any
+    // minimum. A cycle begun before every pod exists (the gang gate opens at minCount) takes
+    // them in an order the search's `any` includes. Volcano's allocate with a minimum below
+    // the pod count is not played.
     let total: i64 = replicas.iter().map(|r| r.replicas).sum();
-    if min_available(input).is_some_and(|m| m < total) {
+    if model == Model::Volcano && min_available(input).is_some_and(|m| m < total) {
         return Some(
-            "minAvailable is below the pod count: which pods a cycle takes is not searched".into(),
+            "minAvailable is below the pod count: which pods Volcano's allocate takes is not searched"
+                .into(),
         );
     }
     None
+}
+
+/// How many of the gang's `total` pods must be placed: minAvailable, within 1 and the total.
+fn gang_min(input: &RegoValue, total: u32) -> u32 {
+    min_available(input)
+        .and_then(|m| u32::try_from(m.max(1)).ok())
+        .map_or(total, |m| m.min(total))
 }
 
 /// What Volcano's allocate does differently for this job that the search does not play.
@@ -371,10 +385,12 @@ fn shared((_, kinds): &(Vec<String>, Vec<Kind>)) -> bool {
 /// Most pods the search takes on: a node holds counts of each kind as 16-bit numbers.
 const MAX_PODS: u32 = u16::MAX as u32;
 
+/// Searches `order` until at least `min` of the gang's pods are placed.
 fn search(
     classes: &[NodeClass],
     node_count: u64,
     (resources, kinds): (Vec<String>, Vec<Kind>),
+    min: u32,
     order: Order,
     scorer: Scorer,
 ) -> Value {
@@ -387,7 +403,7 @@ fn search(
         classes,
         resources,
         kinds,
-        total,
+        min.min(total),
         feasible_nodes_to_find(node_count),
         BUDGET,
     )
@@ -540,6 +556,24 @@ mod tests {
             found["placingOrder"]["types"],
             json!(["Worker", "Master", "Evaluator"])
         );
+    }
+
+    #[test]
+    fn a_minimum_below_the_pod_count_is_searched_for_kube_scheduler() {
+        // The gang the order decides in full: with minAvailable 2 any two of its three pods
+        // find a node in every order (the Master on an A100 leaves one A100 for a Worker).
+        let nodes = [("A100", 32, 256, 2), ("H100", 16, 256, 1)];
+        let with_min = |min: i64| {
+            to_rego(&json!({"job": {"replicas": [
+                replica("Master", 1, 8, None), replica("Worker", 2, 8, Some("A100")),
+            ]}, "object": {"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": min}}}}}))
+        };
+        assert_eq!(outcome(&nodes, &with_min(2)), "always");
+        assert_eq!(outcome(&nodes, &with_min(3)), "either");
+        // Only one A100 for two Workers: the Master and one Worker always fit (2), never 3.
+        let small = [("A100", 32, 256, 1), ("H100", 32, 256, 1)];
+        assert_eq!(outcome(&small, &with_min(2)), "eventually");
+        assert_eq!(outcome(&small, &with_min(3)), "never");
     }
 
     #[test]

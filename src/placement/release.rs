@@ -21,6 +21,8 @@ const MAX_TYPES_ORDERED: usize = 4;
 /// type's kind.
 pub(super) struct Gang<'a> {
     pub kinds: (Vec<String>, Vec<Kind>),
+    /// Pods that must be placed (minAvailable, else all).
+    pub min: u32,
     pub replicas: &'a [Replica],
     pub kind_of_replica: &'a [usize],
     /// Every replicaSpecs key, zero replicas included: a release order names them all.
@@ -47,6 +49,7 @@ pub(super) fn native(
         classes,
         node_count,
         gang.kinds.clone(),
+        gang.min,
         order,
         Scorer::KubeScheduler,
     );
@@ -135,7 +138,7 @@ fn placing_order(
             classes,
             gang.kinds.0.clone(),
             gang.kinds.1.clone(),
-            gang.kinds.1.iter().map(|k| k.pods).sum(),
+            gang.min,
             feasible_nodes_to_find(node_count),
             budget,
         )
