@@ -258,6 +258,18 @@ retry_words := "Volcano tries the gang again every scheduling session (each seco
 	search.scheduler == "volcano"
 } else := "a failed attempt is retried on the next change in the cluster, at the latest after 5 minutes"
 
+# Why the search left a warning undecided, for the warning.
+search_note := sprintf(" (the placement search cannot decide: %s)", [search.why]) if {
+	search.outcome == "unknown"
+} else := sprintf(" (searched: in some orders of its pods %s never places the gang, in others it does, as the order of its first attempt falls; released in the order %s, gangplank controller's native gang places it)", [scheduler_words, concat(",", search.placingOrder.types)]) if {
+	search_trusted
+	search.outcome == "either"
+	search.placingOrder.outcome == "always"
+} else := sprintf(" (searched: in some orders of its pods %s never places the gang, in others it does, as the order of its first attempt falls; no order of whole replica types always does)", [scheduler_words]) if {
+	search_trusted
+	search.outcome == "either"
+} else := ""
+
 search_says(outcome) if {
 	search_trusted
 	search.outcome == outcome
@@ -527,10 +539,10 @@ warning contains {"path": g.members[0].podSpecPath, "msg": msg} if {
 	some i in unsure
 	g := groups[i]
 	rivals := [groups[j] | some j in others(i)]
-	msg := sprintf("%s may not place the whole gang: the %d nodes %s pods may use (%s each, %s) hold %d of them, but %s pods may land there first and take room for up to %d, leaving %d for %d; %s%s", [
+	msg := sprintf("%s may not place the whole gang: the %d nodes %s pods may use (%s each, %s) hold %d of them, but %s pods may land there first and take room for up to %d, leaving %d for %d; %s%s%s", [
 		scheduler_words, nodes_in(g.reach), type_names(g), shown_demand(g.demand), selection(g.members[0]), alone[i],
 		concat(" and ", [type_names(h) | some h in rivals]), interference[i], alone[i] - interference[i], g.pods,
-		fix(g, rivals), stale_note,
+		fix(g, rivals), search_note, stale_note,
 	])
 }
 
@@ -616,7 +628,7 @@ warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg"
 	not search_says("always")
 	not search_says("eventually")
 	not search_says("never")
-	msg := sprintf("kube-scheduler may not place minAvailable %d pods at once: the matching nodes hold up to %d of the gang's pods, but only %d whatever the order kube-scheduler places them in (replica types share nodes); give the replica types nodes of their own (a nodeSelector) or lower minAvailable%s", [n, most_placeable, surely_placed, stale_note])
+	msg := sprintf("kube-scheduler may not place minAvailable %d pods at once: the matching nodes hold up to %d of the gang's pods, but only %d whatever the order kube-scheduler places them in (replica types share nodes); give the replica types nodes of their own (a nodeSelector) or lower minAvailable%s%s", [n, most_placeable, surely_placed, search_note, stale_note])
 }
 
 # With minAvailable below the total, pods no node takes do not stop the gang: say so.

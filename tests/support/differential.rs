@@ -164,7 +164,7 @@ fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) 
             .or_default() += 1;
         if let Verdict::Undecided(why) = &o.verdict {
             *undecided.entry(undecided_reason(why)).or_default() += 1;
-            undecided_pairs.push(o.pair);
+            undecided_pairs.push(format!("{} ({key}): {why}", o.pair));
         }
         if key.starts_with("DISAGREE") {
             disagreements.push(format!(
@@ -187,9 +187,10 @@ fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) 
     for (aim, counts) in &by_aim {
         eprintln!("  {aim}: {counts:?}");
     }
-    eprintln!(
-        "  undecided pairs (GANGPLANK_DIFFERENTIAL_ONLY=<pair> replays one): {undecided_pairs:?}"
-    );
+    eprintln!("  undecided pairs (GANGPLANK_DIFFERENTIAL_ONLY=<pair> replays one):");
+    for pair in &undecided_pairs {
+        eprintln!("    {pair}");
+    }
     assert!(
         disagreements.is_empty(),
         "{} of {decided} decided pairs disagree with {backend:?} (seed {seed}; replay one \
