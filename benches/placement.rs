@@ -47,8 +47,39 @@ fn bench(c: &mut Criterion) {
         replica("Master", 1, 8, 8, None),
         replica("Worker", 4, 8, 8, Some("A100")),
     ]);
+    let found = kube_scheduler(&small, 5, &reviewer).unwrap_or_default();
+    eprintln!(
+        "1+4: {} (placing order {})",
+        found["outcome"], found["placingOrder"]
+    );
     group.bench_function("1+4 gang, 5 nodes", |b| {
         b.iter(|| black_box(kube_scheduler(&small, 5, &reviewer)))
+    });
+    // The validation pass of the same job once the mutation wrote its release order: that
+    // one order is searched.
+    let mut released = serde_json::to_value(&reviewer).expect("input as JSON");
+    released["job"]["releaseOrder"] = json!({"types": ["Worker", "Master"]});
+    let released = to_rego(&released);
+    let found = kube_scheduler(&small, 5, &released).unwrap_or_default();
+    eprintln!("1+4 released Worker,Master: {}", found["outcome"]);
+    group.bench_function("1+4 gang released Worker,Master, 5 nodes", |b| {
+        b.iter(|| black_box(kube_scheduler(&small, 5, &released)))
+    });
+    // The largest `either` found over 1–6 wide pods of 4 GPUs beside 2–32 on 32-cpu nodes
+    // with smaller 16-cpu ones: every order searched, then the orders of the two types for
+    // one that places the gang (the mutation pass).
+    let wide = classes(&[("A100", 32, 256, 8, 16), ("H100", 16, 256, 8, 8)]);
+    let many = input(vec![
+        replica("Master", 6, 4, 8, None),
+        replica("Worker", 32, 4, 8, Some("A100")),
+    ]);
+    let found = kube_scheduler(&wide, 24, &many).unwrap_or_default();
+    eprintln!(
+        "6+32: {} in {} states (placing order {})",
+        found["outcome"], found["states"], found["placingOrder"]
+    );
+    group.bench_function("6+32 either, 24 nodes", |b| {
+        b.iter(|| black_box(kube_scheduler(&wide, 24, &many)))
     });
     let pools = classes(&[
         ("H100", 192, 2048, 8, 4000),
