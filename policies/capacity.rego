@@ -265,7 +265,11 @@ search_note := sprintf(" (the placement search cannot decide: %s)", [search.why]
 	search_trusted
 	search.outcome == "either"
 	search.placingOrder.outcome == "always"
-} else := sprintf(" (searched: in some orders of its pods %s never places the gang, in others it does, as the order of its first attempt falls; no order of whole replica types always does)", [scheduler_words]) if {
+} else := " (searched: in some orders of its pods within one replica index Volcano never places the gang, in others it does; that order is fixed when the pods are created, and not known before)" if {
+	search_trusted
+	search.outcome == "either"
+	search.scheduler == "volcano"
+} else := " (searched: in some orders of its pods kube-scheduler never places the gang, in others it does, as the order of its first attempt falls; no order of whole replica types always does)" if {
 	search_trusted
 	search.outcome == "either"
 } else := ""
@@ -628,7 +632,7 @@ warning contains {"path": "/spec/runPolicy/schedulingPolicy/minAvailable", "msg"
 	not search_says("always")
 	not search_says("eventually")
 	not search_says("never")
-	msg := sprintf("kube-scheduler may not place minAvailable %d pods at once: the matching nodes hold up to %d of the gang's pods, but only %d whatever the order kube-scheduler places them in (replica types share nodes); give the replica types nodes of their own (a nodeSelector) or lower minAvailable%s%s", [n, most_placeable, surely_placed, search_note, stale_note])
+	msg := sprintf("%s may not place minAvailable %d pods at once: the matching nodes hold up to %d of the gang's pods, but only %d whatever the order %s places them in (replica types share nodes); give the replica types nodes of their own (a nodeSelector) or lower minAvailable%s%s", [scheduler_words, n, most_placeable, surely_placed, scheduler_words, search_note, stale_note])
 }
 
 # With minAvailable below the total, pods no node takes do not stop the gang: say so.

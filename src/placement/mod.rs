@@ -94,34 +94,37 @@ pub fn kube_scheduler(classes: &[NodeClass], node_count: u64, input: &RegoValue)
         return None;
     }
     let mut doc = json!({"reach": reach});
-    let verdict = match model_of(&replicas)
-        .and_then(|model| unmodelled(&replicas, input, model).map_or(Ok(model), Err))
-    {
-        Err(why) => json!({"outcome": "unknown", "why": why}),
-        Ok(Model::KubeScheduler) => release::native(
-            classes,
-            node_count,
-            release::Gang {
-                min: gang_min(input, kinds.1.iter().map(|k| k.pods).sum()),
-                kinds,
-                replicas: &replicas,
-                kind_of_replica: &kind_of_replica,
-                all_keys,
-            },
-            input,
-        ),
-        Ok(Model::Volcano) => {
-            let pods: u32 = kinds.1.iter().map(|k| k.pods).sum();
-            let order = volcano_order(&replicas, &kind_of_replica, kinds.1.len(), pods);
-            let named = if order == Order::Any { "any" } else { "index" };
-            let mut found = search(classes, node_count, kinds, pods, order, Scorer::Volcano);
-            if let Some(found) = found.as_object_mut() {
-                found.insert("scheduler".into(), json!(VOLCANO));
-                found.insert("order".into(), json!(named));
+    let model = model_of(&replicas);
+    if model == Ok(Model::Volcano) {
+        // Said even when not searched: the policy's messages name the scheduler.
+        doc["scheduler"] = json!(VOLCANO);
+    }
+    let verdict =
+        match model.and_then(|model| unmodelled(&replicas, input, model).map_or(Ok(model), Err)) {
+            Err(why) => json!({"outcome": "unknown", "why": why}),
+            Ok(Model::KubeScheduler) => release::native(
+                classes,
+                node_count,
+                release::Gang {
+                    min: gang_min(input, kinds.1.iter().map(|k| k.pods).sum()),
+                    kinds,
+                    replicas: &replicas,
+                    kind_of_replica: &kind_of_replica,
+                    all_keys,
+                },
+                input,
+            ),
+            Ok(Model::Volcano) => {
+                let pods: u32 = kinds.1.iter().map(|k| k.pods).sum();
+                let order = volcano_order(&replicas, &kind_of_replica, kinds.1.len(), pods);
+                let named = if order == Order::Any { "any" } else { "index" };
+                let mut found = search(classes, node_count, kinds, pods, order, Scorer::Volcano);
+                if let Some(found) = found.as_object_mut() {
+                    found.insert("order".into(), json!(named));
+                }
+                found
             }
-            found
-        }
-    };
+        };
     if let (Some(doc), Some(verdict)) = (doc.as_object_mut(), verdict.as_object()) {
         doc.extend(verdict.clone());
     }
