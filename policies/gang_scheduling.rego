@@ -9,7 +9,9 @@
 # `nativeTopologyKey` set, such a gang is also given the job annotation
 # gangplank.dev/topology-key (unless the user wrote one), which the controller copies into the
 # PodGroup's schedulingConstraints.topology: kube-scheduler then places the whole gang within
-# one domain of that node label (TopologyAwareWorkloadScheduling).
+# one domain of that node label (TopologyAwareWorkloadScheduling). Where the placement search
+# finds that kube-scheduler places such a gang in some orders of its pods and never in others,
+# it is given the release order that places it (gangplank.dev/release-order, below).
 package gangplank.policies.gang_scheduling
 
 import rego.v1
@@ -18,7 +20,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Gang scheduling for multi-pod jobs",
-	"description": "Multi-pod jobs get a gang scheduler and a PodGroup minAvailable; non-gang schedulers, mixed schedulers, impossible minAvailable, unknown queues and (with scheduler kubernetes) a cluster without the native PodGroup API are refused.",
+	"description": "Multi-pod jobs get a gang scheduler and a PodGroup minAvailable; non-gang schedulers, mixed schedulers, impossible minAvailable, unknown queues and (with scheduler kubernetes) a cluster without the native PodGroup API are refused. A native gang whose placement depends on the order of its pods gets the release order that places it (gangplank.dev/release-order); a release order naming no replica type is refused.",
 	"action": "deny",
 	"params": {
 		# Scheduler set on templates that name none; "kubernetes" selects the native gang
