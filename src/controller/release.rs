@@ -1,4 +1,4 @@
-//! The native gang's release order (annotation [`RELEASE_ORDER_ANNOTATION`], parsed by
+//! The native gang's release order (annotation [`RELEASE_ORDER_ANNOTATION`](crate::job::release_order::RELEASE_ORDER_ANNOTATION), parsed by
 //! [`crate::job::release_order`]): the job's pods are created behind the scheduling gate
 //! [`RELEASE_GATE`], and once the gang is whole the gate is lifted type by type, in the
 //! annotation's order ([`Action::ReleasePods`]).
@@ -31,7 +31,7 @@ use super::observed::name;
 use super::replicas::Slots;
 use super::snapshot::JobSnapshot;
 use super::Timestamp;
-use crate::job::release_order::{self, RELEASE_GATE, RELEASE_ORDER_ANNOTATION};
+use crate::job::release_order::RELEASE_GATE;
 
 /// When the controller lifted the release gate from the pod (RFC 3339), written with the
 /// lift itself.
@@ -44,21 +44,19 @@ pub fn order(
     job: &JobSnapshot,
     gang: Option<&GangScheduler>,
 ) -> Option<Result<Vec<&'static str>, String>> {
-    let value = job.annotations.get(RELEASE_ORDER_ANNOTATION)?;
+    // Parsed once, with the job's view (crate::job::view::ReleaseOrderView).
+    let parsed = job.view.release_order.as_ref()?;
     if gang != Some(&GangScheduler::Kubernetes) || mpi::is_mpi(job) {
         return None;
     }
-    Some(parsed(job, value))
-}
-
-/// `value` over the job's replicaSpecs keys as written, mapped to the controller's types.
-fn parsed(job: &JobSnapshot, value: &str) -> Result<Vec<&'static str>, String> {
-    let keys: Vec<&str> = job.view.replicas.iter().map(|r| r.key.as_str()).collect();
-    let order = release_order::parse(value, &keys)?;
-    Ok(order
-        .iter()
-        .filter_map(|key| replica_type(job, key))
-        .collect())
+    Some(match &parsed.error {
+        Some(why) => Err(why.clone()),
+        None => Ok(parsed
+            .types
+            .iter()
+            .filter_map(|key| replica_type(job, key))
+            .collect()),
+    })
 }
 
 /// The canonical type of replicaSpecs key `key`, when the controller runs it.

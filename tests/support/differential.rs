@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::{json, Value};
 
-use gangplank::job::release_order::{RELEASE_GATE, RELEASE_ORDER_ANNOTATION};
+use gangplank::job::release_order::{self, RELEASE_GATE, RELEASE_ORDER_ANNOTATION};
 
 use super::nodes::{create_node, delete_nodes};
 use super::scheduler::{native_pod_group, wait_placement, Placement};
@@ -425,12 +425,13 @@ async fn gangplank_verdict(
         let stderr = String::from_utf8_lossy(&output.stderr);
         panic!("pair {pair}: check -o json gave no JSON ({e}): {stdout}\n{stderr}")
     });
-    (verdict_of(pair, &report), release_order_of(&report))
+    (verdict_of(pair, &report), release_order_of(&report, job))
 }
 
 /// The release order gang_scheduling wrote on the job (`gangplank.dev/release-order`), as
-/// replica types: the order `gangplank controller` releases the native gang's pods in.
-fn release_order_of(report: &Value) -> Option<Vec<String>> {
+/// replica types, parsed as the controller parses it: the order `gangplank controller`
+/// releases the native gang's pods in.
+fn release_order_of(report: &Value, job: &Value) -> Option<Vec<String>> {
     let applied = report[0]["decision"]["applied"].as_array()?;
     let path = format!(
         "/metadata/annotations/{}",
@@ -441,7 +442,12 @@ fn release_order_of(report: &Value) -> Option<Vec<String>> {
         .find(|a| a["path"] == path.as_str())?
         .get("value")?
         .as_str()?;
-    Some(value.split(',').map(|t| t.trim().to_string()).collect())
+    let keys: Vec<String> = replica_specs(job).into_iter().map(|(k, _)| k).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    match release_order::parse(value, &keys) {
+        Ok(order) => Some(order),
+        Err(why) => panic!("check wrote a release order the controller would not read: {why}"),
+    }
 }
 
 /// The policies whose verdicts are compared.
@@ -557,7 +563,7 @@ async fn release_in_order(
             .find(|(t, _)| t == replica_type)
             .map_or(0, |(_, r)| r["replicas"].as_u64().unwrap_or(1));
         for index in 0..count {
-            let name = format!("{group}-{}-{index}", replica_type.to_lowercase());
+            let name = pod_name(group, replica_type, index);
             // Only this gate, as the controller lifts it (a strategic merge delete).
             let patch =
                 json!({"spec": {"schedulingGates": [{"name": RELEASE_GATE, "$patch": "delete"}]}});
@@ -605,6 +611,11 @@ async fn nudge(client: &kube::Client, pair: usize, attempt: usize, job: &Value) 
     delete_nodes(client, &[name]).await;
 }
 
+/// The name of pod `index` of `replica_type` in the pair's gang `group`.
+fn pod_name(group: &str, replica_type: &str, index: u64) -> String {
+    format!("{group}-{}-{index}", replica_type.to_lowercase())
+}
+
 /// The job's pods as the controller creates them: each replica's template spec, in the
 /// gang, with no scheduler named (the default one).
 fn pods_of(job: &Value, group: &str, pair: usize) -> Vec<Value> {
@@ -618,7 +629,7 @@ fn pods_of(job: &Value, group: &str, pair: usize) -> Vec<Value> {
             }
             spec["schedulingGroup"] = json!({"podGroupName": group});
             spec["restartPolicy"] = json!("Never");
-            let name = format!("{group}-{}-{index}", replica_type.to_lowercase());
+            let name = pod_name(group, &replica_type, index);
             pods.push(json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "labels": {PAIR_LABEL: pair.to_string()}},
