@@ -9,7 +9,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "gangplank.dev annotations in the right place",
-	"description": "Warns about gangplank.dev/* annotations on the job's metadata that gangplank reads only from pod templates (gangplank.dev/mig-profile), and about gangplank.dev/* keys gangplank does not know.",
+	"description": "Warns about gangplank.dev/* annotations on the job's metadata that gangplank reads only from pod templates (gangplank.dev/mig-profile), and about gangplank.dev/* keys gangplank does not know; removes the controller's own gangplank.dev/released-at from pod templates, saying so.",
 	"action": "warn",
 	"params": {},
 }
@@ -32,6 +32,21 @@ on_job := {
 # Read from each replica's pod template only (image-may-differ: gang_image's default
 # optOutAnnotation).
 on_template := {"gangplank.dev/mig-profile", "gangplank.dev/gpu-class", "gangplank.dev/image-may-differ"}
+
+# The controller's own record of when it lifted a native gang's release gate from a pod
+# (src/controller/release.rs): the gang watchdog's clock starts there. Set in a template, every
+# pod would carry it from birth, and a date to come would hold the watchdog off: removed from
+# every template, on CREATE and UPDATE alike, and the user told (the watchdog also believes
+# a stamp only between the pod's creation and now).
+released_at := "gangplank.dev/released-at"
+
+mutation contains {"op": "remove", "path": path, "msg": msg} if {
+	some r in input.job.replicas
+	released_at in object.keys(r.annotations)
+	path := lib.ptrs(r.templatePath, ["metadata", "annotations", released_at])
+	# Short: the apiserver cuts a warning at 256 characters, and the path takes ~90.
+	msg := sprintf("removed: %s is the controller's own stamp, not the %s template's; drop it from the manifest", [released_at, r.type])
+}
 
 job_keys := [k | some k, _ in input.object.metadata.annotations; startswith(k, prefix)] if {
 	is_object(input.object.metadata.annotations)

@@ -103,7 +103,7 @@ mutation contains {"op": "default", "path": concat("", [r.podSpecPath, "/schedul
 	not r.schedulerName
 }
 
-# Derived: computed from the replica counts, so recomputed when they change (README,
+# Derived: computed from the replica counts, so recomputed when they change (policies/README.md,
 # "Derived defaults") while the field still holds the value written here.
 mutation contains {"op": "default", "path": min_available_path, "value": gang_size, "derived": true} if {
 	needs_scheduler

@@ -5,6 +5,8 @@
 # known); silent otherwise. The quota compared is the ClusterQueue's nominal quota plus its
 # borrowing limit, summed over flavors: a gang above it can never be admitted. A queue in a
 # cohort without a borrowing limit may borrow without bound, so only its coverage is checked.
+# The namespace's other LocalQueues, the ClusterQueue a LocalQueue points at and its quotas are
+# named only to an authenticated caller (lib.for_caller): the job names its LocalQueue only.
 # METADATA
 # custom:
 #   applies_when:
@@ -50,26 +52,34 @@ namespace_queues := [name |
 violation contains {"path": path, "msg": msg} if {
 	local_queue
 	not kueue.local_queues[key]
-	msg := sprintf("Kueue LocalQueue %q does not exist in namespace %q (LocalQueues there: %s); Kueue would keep the job suspended forever%s", [local_queue, input.job.namespace, shown(namespace_queues), lib.inventory_stale_note])
+	full := sprintf("Kueue LocalQueue %q does not exist in namespace %q (LocalQueues there: %s); Kueue would keep the job suspended forever", [local_queue, input.job.namespace, shown(namespace_queues)])
+	withheld := sprintf("Kueue LocalQueue %q does not exist in namespace %q; Kueue would keep the job suspended forever", [local_queue, input.job.namespace])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 violation contains {"path": path, "msg": msg} if {
 	local_queue
 	name := kueue.local_queues[key]
 	not kueue.cluster_queues[name]
-	msg := sprintf("Kueue LocalQueue %q points at ClusterQueue %q, which does not exist%s", [local_queue, name, lib.inventory_stale_note])
+	full := sprintf("Kueue LocalQueue %q points at ClusterQueue %q, which does not exist", [local_queue, name])
+	withheld := sprintf("Kueue LocalQueue %q points at a ClusterQueue that does not exist", [local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 violation contains {"path": path, "msg": msg} if {
 	cluster_queue.stop_policy != "None"
-	msg := sprintf("Kueue ClusterQueue %q is stopped (stopPolicy %s): it admits no new workloads%s", [cluster_queue_name, cluster_queue.stop_policy, lib.inventory_stale_note])
+	full := sprintf("Kueue ClusterQueue %q is stopped (stopPolicy %s): it admits no new workloads", [cluster_queue_name, cluster_queue.stop_policy])
+	withheld := sprintf("the ClusterQueue of Kueue LocalQueue %q is stopped: it admits no new workloads", [local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 violation contains {"path": path, "msg": msg} if {
 	some name in lib.gang_resources
 	not cluster_queue.resources[name]
 	cluster_queue
-	msg := sprintf("Kueue ClusterQueue %q has no quota for %s, which the job asks for: Kueue never admits it (covered: %s)%s", [cluster_queue_name, name, shown(object.keys(cluster_queue.resources)), lib.inventory_stale_note])
+	full := sprintf("Kueue ClusterQueue %q has no quota for %s, which the job asks for: Kueue never admits it (covered: %s)", [cluster_queue_name, name, shown(object.keys(cluster_queue.resources))])
+	withheld := sprintf("the ClusterQueue of Kueue LocalQueue %q has no quota for %s, which the job asks for: Kueue never admits it", [local_queue, name])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 violation contains {"path": path, "msg": msg} if {
@@ -79,7 +89,9 @@ violation contains {"path": path, "msg": msg} if {
 	limit := quota.nominal + quota.borrowing_limit
 	need := lib.gang_total(name)
 	need > limit
-	msg := sprintf("the gang needs %d %s at once; Kueue ClusterQueue %q can admit at most %d (nominal %d + borrowing limit %d), so it never admits the job%s", [need, name, cluster_queue_name, limit, quota.nominal, quota.borrowing_limit, lib.inventory_stale_note])
+	full := sprintf("the gang needs %d %s at once; Kueue ClusterQueue %q can admit at most %d (nominal %d + borrowing limit %d), so it never admits the job", [need, name, cluster_queue_name, limit, quota.nominal, quota.borrowing_limit])
+	withheld := sprintf("the gang needs %d %s at once; the ClusterQueue of Kueue LocalQueue %q can never admit that many, so it never admits the job", [need, name, local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 shown(names) := "none" if {

@@ -308,18 +308,25 @@ findings contains {"path": members[min(isolated)].podSpecPath, "msg": msg} if {
 	some [dir, names] in {[f.dir, f.names] | some f in failures}
 	isolated := {f.isolated | some f in failures; f.dir == dir; f.names == names}
 	peers := {f.peer | some f in failures; f.dir == dir; f.names == names}
-	msg := message(dir, names, types(isolated), types(peers), note(dir, names, peers))
+	full := message(dir, names, types(isolated), types(peers), note(dir, names, peers))
+	withheld := message(dir, [], types(isolated), types(peers), "")
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
-policies_named(names) := sprintf("NetworkPolicy %s keeps", names) if count(names) == 1
+# No names: withheld (lib.for_caller).
+policies_named(names) := "a NetworkPolicy of this namespace keeps" if count(names) == 0
+
+else := sprintf("NetworkPolicy %s keeps", names) if count(names) == 1
 
 else := sprintf("NetworkPolicies %s keep", [concat(", ", names)])
 
 # Short (kubectl shows warnings, and the API server may cut those over 256 characters): the
 # policy, who cannot reach whom, the consequence, the fix.
-message(dir, names, isolated, peers, note) := sprintf("%s %s pods from reaching %s pods (ingress%s): ranks hang at rendezvous; allow every port from podSelector %s=%s%s", [policies_named(names), peers, isolated, note, job_label, job_label_value, lib.inventory_stale_note]) if dir == "ingress"
+# Which policies and the ports they open are named to an authenticated caller only
+# (lib.for_caller): to anyone else, "a NetworkPolicy of this namespace".
+message(dir, names, isolated, peers, note) := sprintf("%s %s pods from reaching %s pods (ingress%s): ranks hang at rendezvous; allow every port from podSelector %s=%s", [policies_named(names), peers, isolated, note, job_label, job_label_value]) if dir == "ingress"
 
-message(dir, names, isolated, peers, note) := sprintf("%s %s pods from reaching %s pods (egress%s): ranks hang at rendezvous; allow every port to podSelector %s=%s%s", [policies_named(names), isolated, peers, note, job_label, job_label_value, lib.inventory_stale_note]) if dir == "egress"
+message(dir, names, isolated, peers, note) := sprintf("%s %s pods from reaching %s pods (egress%s): ranks hang at rendezvous; allow every port to podSelector %s=%s", [policies_named(names), isolated, peers, note, job_label, job_label_value]) if dir == "egress"
 
 violation contains f if {
 	params.refuse == true

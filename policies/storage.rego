@@ -14,6 +14,10 @@
 #     names its volume (static binding) and a claim used as a raw block device (shared disks
 #     give more modes there) are not judged.
 #
+# Messages name what the namespace holds about a claim (its modes, its class, the class's
+# provisioner) only to an authenticated caller (lib.for_caller): the claim's name is the
+# job's own, and whether it exists is the verdict itself.
+#
 # A claim missing from the namespace is warned (it may be created next). emptyDir and generic
 # ephemeral volumes (one claim per pod) are fine. Reads data.cluster.claims (the job's
 # namespace's) and data.cluster.storage_classes: silent when the claims are not known
@@ -175,7 +179,9 @@ violation contains {"path": first[name], "msg": msg} if {
 	not "ReadOnlyMany" in m
 	effect := one_writer(m)
 	is_string(effect)
-	msg := sprintf("claim %q (%s, %s) is used by %d pods (%s) but %s. Use a ReadWriteMany claim%s", [name, concat(" or ", m), class_label(c), s.pods, s.types, effect, lib.inventory_stale_note])
+	full := sprintf("claim %q (%s, %s) is used by %d pods (%s) but %s. Use a ReadWriteMany claim", [name, concat(" or ", m), class_label(c), s.pods, s.types, effect])
+	withheld := sprintf("claim %q is used by %d pods (%s) but its access mode lets only one node or pod use it. Use a ReadWriteMany claim", [name, s.pods, s.types])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 # (1) Shared read-only only (ReadOnlyMany, no ReadWriteMany), but some pod may write to it.
@@ -190,7 +196,10 @@ violation contains {"path": u.path, "msg": msg} if {
 	writable := [w | some w in uses; w.claim == name; not w.claimReadOnly; w.writers > 0]
 	count(writable) > 0
 	u := writable[0]
-	msg := sprintf("claim %q (%s, %s) is used by %d pods but %s mounts it writable; shared, it is read-only: set persistentVolumeClaim.readOnly or readOnly on every mount%s", [name, concat(" or ", m), class_label(c), s.pods, u.type, lib.inventory_stale_note])
+	fix := sprintf("is used by %d pods but %s mounts it writable; shared, it is read-only: set persistentVolumeClaim.readOnly or readOnly on every mount", [s.pods, u.type])
+	full := sprintf("claim %q (%s, %s) %s", [name, concat(" or ", m), class_label(c), fix])
+	withheld := sprintf("claim %q %s", [name, fix])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 # (2) Not bound yet, and its class's provisioner cannot make a volume with the modes it asks:
@@ -213,7 +222,9 @@ violation contains {"path": first[name], "msg": msg} if {
 	is_array(asked)
 	missing := [mode | some mode in asked; not mode in offered]
 	count(missing) > 0
-	msg := sprintf("claim %q asks %s but %s (%s) gives only %s: it stays Pending, so do its pods. Use a class with %s%s", [name, concat(", ", missing), class_label(c), provisioner, concat(", ", offered), concat(", ", missing), lib.inventory_stale_note])
+	full := sprintf("claim %q asks %s but %s (%s) gives only %s: it stays Pending, so do its pods. Use a class with %s", [name, concat(", ", missing), class_label(c), provisioner, concat(", ", offered), concat(", ", missing)])
+	withheld := sprintf("claim %q asks access modes its class's provisioner cannot give: it stays Pending, so do its pods. Use a class that gives them", [name])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
 # A claim the namespace does not have (yet): the pods stay Pending until it exists.

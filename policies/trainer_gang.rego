@@ -27,7 +27,7 @@ meta := {
 		# "runtime": a multi-node TrainJob needs its runtime's podGroupPolicy. "kubernetes":
 		# where the runtime has none, gangplank gives the TrainJob Kubernetes' native gang
 		# (1.36 scheduling.k8s.io/v1alpha2 PodGroup made by `gangplank controller --trainjobs`,
-		# pods joined to it by the webhook; README "Kubeflow Trainer v2").
+		# pods joined to it by the webhook; docs/src/trainjob.md).
 		"gang": "runtime",
 	},
 }

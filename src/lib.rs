@@ -6,16 +6,20 @@
 //! - [`crd`]: Rust types and generated CRDs of the training kinds the controller runs (`gangplank crds`).
 //! - [`images`]: image digest pinning against OCI registries (tag → digest, auth, cache).
 //! - [`job`]: the kind table and JobView, one normalized view over every training kind.
+//! - [`metrics_catalog`]: every metric both `/metrics` endpoints export (the metrics reference).
 //! - [`policy`]: the Rego policy set (regorus), parameters, mutation intents, decisions.
 //! - [`review`]: admission requests in (manifests or AdmissionReviews), decisions out.
+//! - [`release`]: the container image as an OCI layout, built without a daemon, and its push.
 //! - [`suite`]: policy test suites (Rego `test_*` rules and YAML case files).
 //! - [`cli`]: the `gangplank` subcommands.
 //!
-//! Below them all: [`duration`] (`500ms`, `2s`, `1m` in flags and params.yaml), [`exit`] (the
-//! exit codes), [`pointer`](mod@pointer) (JSON pointers).
+//! Below them all: [`build_info`] (this binary's version and revision), [`duration`] (`500ms`,
+//! `2s`, `1m` in flags and params.yaml), [`exit`] (the exit codes), [`pointer`](mod@pointer)
+//! (JSON pointers).
 
 pub mod admission;
 pub mod audit;
+pub mod build_info;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
@@ -24,9 +28,11 @@ pub mod duration;
 pub mod exit;
 pub mod images;
 pub mod job;
+pub mod metrics_catalog;
 pub mod placement;
 pub mod pointer;
 pub mod policy;
+pub mod release;
 pub mod review;
 pub mod suite;
 pub mod trainer;

@@ -1,7 +1,5 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-
 // Policy evaluation allocates and frees many small values per request; mimalloc serves
 // that pattern about 15 % faster than glibc malloc (benches/admission.rs, BENCHMARKS.md).
 #[global_allocator]
@@ -12,7 +10,8 @@ fn main() -> ExitCode {
     // One crypto provider for every TLS user in the process, installed before any is built
     // (reference: rust-stack.md §1). Err only means one is installed already.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let cli = gangplank::cli::Cli::parse();
+    // As `gangplank` or as the kubectl plugin `kubectl-gangplank` (src/cli/invocation.rs).
+    let cli = gangplank::cli::invocation::parse();
     gangplank::cli::init_tracing(&cli.log_format, cli.command.default_log_filter());
     cli.run()
 }

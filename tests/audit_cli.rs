@@ -26,8 +26,13 @@ fn json_of(run: &Run) -> Value {
 /// `gangplank audit --policies <repo policies> ARGS`, with no GANGPLANK_* from the caller's
 /// environment and KUBECONFIG set to `kubeconfig` (or to a file that does not exist).
 fn audit(args: &[&str], kubeconfig: Option<&Path>) -> Run {
+    audit_with(POLICIES, args, kubeconfig)
+}
+
+/// [`audit`] with the policies of `policies`.
+fn audit_with(policies: &str, args: &[&str], kubeconfig: Option<&Path>) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gangplank"));
-    cmd.args(["audit", "--policies", POLICIES]).args(args);
+    cmd.args(["audit", "--policies", policies]).args(args);
     for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("GANGPLANK_")) {
         cmd.env_remove(key);
     }
@@ -195,8 +200,8 @@ fn json_lists_every_job_with_its_verdict_and_violations() {
     assert_eq!(doc["inventory"], Value::Null);
     assert_eq!(
         doc["summary"],
-        json!({"jobs": 4, "denied": 1, "warned": 1, "audited": 0, "passed": 2, "skipped": 0,
-            "errors": 0, "unreadable": 0, "ignored": 1})
+        json!({"jobs": 4, "denied": 1, "warned": 1, "audited": 0, "exempted": 0, "passed": 2,
+            "skipped": 0, "errors": 0, "unreadable": 0, "ignored": 1})
     );
     let jobs = doc["jobs"].as_array().expect("jobs is a list");
     let keys: Vec<(String, String, String)> = jobs
@@ -696,4 +701,80 @@ fn stored_jobs_are_judged_on_their_claims_and_network_policies() {
     }
     let plain = findings("plain");
     assert!(plain.iter().all(|(p, _, _)| p != "storage"), "{plain:?}");
+}
+
+#[test]
+fn default_action_audit_reports_the_job_policies_would_deny_and_exits_0() {
+    let dir = snapshot();
+    let doc = json_of(&audit(
+        &[arg(dir.path()), "-o", "json", "--default-action", "audit"],
+        None,
+    ));
+    let job = doc["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|j| j["name"] == "two-masters"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(job["verdict"], "audited", "{doc:#}");
+    assert_eq!(doc["summary"]["denied"], 0, "{doc:#}");
+}
+
+/// The shipped policies and params.yaml (not their tests), with `exceptions` written into
+/// `exceptions/`.
+fn policies_with_exceptions(exceptions: &[(&str, &str)]) -> TempDir {
+    let dir = TempDir::new().expect("a temporary directory");
+    for sub in ["", "lib"] {
+        let (from, to) = (Path::new(POLICIES).join(sub), dir.path().join(sub));
+        std::fs::create_dir_all(&to).expect("mkdir");
+        for entry in std::fs::read_dir(&from).expect("policies/") {
+            let path = entry.expect("an entry").path();
+            if path.is_file() {
+                std::fs::copy(&path, to.join(path.file_name().expect("a name"))).expect("copy");
+            }
+        }
+    }
+    std::fs::create_dir_all(dir.path().join("exceptions")).expect("mkdir exceptions");
+    for (name, text) in exceptions {
+        write(&dir.path().join("exceptions"), name, text);
+    }
+    dir
+}
+
+#[test]
+fn a_finding_an_exception_excuses_is_reported_as_exempted_and_a_policyreport_skip() {
+    let policies = policies_with_exceptions(&[(
+        "ml-42.yaml",
+        "name: ml-42\npolicies: [coordinator]\nmatch: {namespaces: [nlp], names: [two-*]}\nreason: launcher rewrite\nexpires: 2999-12-31\n",
+    )]);
+    let dir = snapshot();
+    let table = audit_with(arg(policies.path()), &[arg(dir.path())], None);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.contains("two-masters"))
+        .unwrap_or_default();
+    assert!(
+        row.contains("exempt")
+            && row.contains("exempted by exception ml-42 until 3000-01-01T00:00:00Z"),
+        "{}",
+        table.output()
+    );
+    assert!(table.stdout.contains("1 exempted"), "{}", table.output());
+    let run = audit_with(
+        arg(policies.path()),
+        &[arg(dir.path()), "-o", "policyreport"],
+        None,
+    );
+    let reports = parse_yaml_docs(&run.stdout);
+    let nlp = reports
+        .iter()
+        .find(|r| r["metadata"]["namespace"] == "nlp")
+        .expect("a report for nlp");
+    let skipped = nlp["results"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["policy"] == "coordinator"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(skipped["result"], "skip", "{nlp:#}");
+    assert_eq!(skipped["properties"]["exception"], "ml-42", "{nlp:#}");
 }

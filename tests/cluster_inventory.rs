@@ -437,6 +437,43 @@ items:
     );
 }
 
+/// PriorityClasses of a snapshot reach `data.cluster.priority_classes` with their values and
+/// the default a pod naming no class gets; one without an integer value is left out and
+/// said; a snapshot without any leaves them unknown (null), not empty.
+#[test]
+fn priority_classes_reach_the_policies_with_their_values_and_the_default() {
+    let snapshot = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: normal}, value: 1000, globalDefault: true, preemptionPolicy: PreemptLowerPriority, description: what most jobs get}
+- {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: low}, value: -10, preemptionPolicy: Never}
+- {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: odd}, value: "high"}
+"#;
+    let inventory = snapshot::parse(snapshot, "cluster.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let doc = ClusterHandle::fixed(&inventory)
+        .current()
+        .expect("published");
+    assert_eq!(
+        doc.json["priority_classes"],
+        json!({
+            "classes": {
+                "normal": {"value": 1000, "globalDefault": true, "preemptionPolicy": "PreemptLowerPriority"},
+                "low": {"value": -10, "globalDefault": false, "preemptionPolicy": "Never"},
+            },
+            "default": {"name": "normal", "value": 1000},
+        })
+    );
+    assert_eq!(
+        doc.problems(),
+        ["PriorityClass item 2 (odd) has no name or no integer value; left out"]
+    );
+    let nodes_only = ClusterHandle::fixed(&inventory_of_nodes())
+        .current()
+        .expect("published");
+    assert_eq!(nodes_only.json["priority_classes"], Value::Null);
+}
+
 fn inventory_of_nodes() -> Inventory {
     inventory(gpu_nodes("a100", 2, "NVIDIA-A100-SXM4-80GB", "8"))
 }

@@ -4,13 +4,16 @@
 //! plane's kubeconfig, finds each violation, builds the Node inventory itself for the
 //! capacity policy, notes the kind whose CRD is missing and exits 1.
 //!
-//! Not covered: applying the PolicyReports. The wgpolicyk8s.io CRD is not available offline
-//! here, so the reports are checked for their shape and their resources' uids instead.
+//! `audit -o policyreport` is checked for the reports' shape and their resources' uids;
+//! writing them to the cluster (`--write-reports`, with the PolicyReport CRD of
+//! tests/data/crds/) is audit_reports/.
 
+mod audit_reports;
 mod support;
 
 use std::path::Path;
 
+use audit_reports::write_reports_creates_updates_and_deletes_only_gangplanks_own;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 use support::run::Run;
@@ -22,6 +25,7 @@ e2e_suite!(
         audit_reports_every_violation_of_the_stored_jobs_and_exits_1,
         audit_of_a_namespace_without_violations_exits_0,
         policyreports_name_the_stored_jobs_by_uid,
+        write_reports_creates_updates_and_deletes_only_gangplanks_own,
     ]
 );
 
@@ -217,15 +221,20 @@ async fn policyreports_name_the_stored_jobs_by_uid() {
     assert_eq!(report["kind"], "PolicyReport");
     assert_eq!(report["metadata"]["namespace"], ns.as_str());
     assert_eq!(report["summary"]["fail"], 1, "{report:#}");
-    let fail = report["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["result"] == "fail")
-        .expect("a fail result");
+    let fail = fail_result(report);
     assert_eq!(
         fail["resources"],
         json!([{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "two-masters",
             "namespace": ns, "uid": uid}])
     );
+}
+
+/// The first `fail` result of a PolicyReport (the suites' reports hold one each).
+fn fail_result(report: &Value) -> &Value {
+    report["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["result"] == "fail")
+        .expect("a fail result")
 }

@@ -2,13 +2,14 @@
 //! the control plane's kubeconfig, as in a cluster) watches Nodes and Volcano Queues the test
 //! creates (capacity and labels, no kubelet); a gang larger than the GPU nodes can hold is
 //! refused at create with the numbers, a fitting one is admitted, a Queue's capability is
-//! enforced, and a Node added later reaches the policies without a restart.
+//! enforced, a Node added later reaches the policies without a restart, and a PriorityClass
+//! created in the API server is what the `priority` policy judges the classes jobs name by.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{json, Value};
 use support::{jobs, ControlPlane, Crds, Webhooks};
 
@@ -21,6 +22,7 @@ e2e_suite!(
         a_node_added_later_reaches_the_policies_without_a_restart,
         a_gang_that_may_land_on_time_sliced_gpus_is_refused_through_the_webhook,
         heartbeats_publish_nothing_and_the_caches_are_in_metrics,
+        a_priority_class_above_the_default_is_refused_and_a_lower_one_admitted,
     ]
 );
 
@@ -37,18 +39,14 @@ async fn cluster() -> &'static ControlPlane {
             for i in 0..6 {
                 jobs::create_gpu_node(&client, &format!("gpu-{i}"), "main").await;
             }
-            let queues: Api<DynamicObject> =
-                Api::all_with(client.clone(), &gangplank::cluster::watch::queue_resource());
             let small = json!({"weight": 1, "capability": {"nvidia.com/gpu": "16"}});
-            for (name, spec) in [("default", json!({"weight": 1})), ("small", small)] {
-                let queue = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                    "metadata": {"name": name}, "spec": spec});
-                let queue: DynamicObject = serde_json::from_value(queue).expect("Queue");
-                queues
-                    .create(&PostParams::default(), &queue)
-                    .await
-                    .expect("Queue created");
-            }
+            let queues =
+                [("default", json!({"weight": 1})), ("small", small)].map(|(name, spec)| {
+                    json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                    "metadata": {"name": name}, "spec": spec})
+                });
+            let resource = gangplank::cluster::watch::queue_resource();
+            create_all(&client, &resource, queues).await;
             let ns = control_plane.namespace("inventory-sync").await;
             // Nodes and Queues come through separate watches: wait for both.
             let mut probe = gang("probe", 8);
@@ -73,6 +71,21 @@ async fn cluster() -> &'static ControlPlane {
         })
         .await;
     control_plane
+}
+
+/// Creates the cluster-scoped `objects` of `resource` through the API.
+async fn create_all(
+    client: &kube::Client,
+    resource: &ApiResource,
+    objects: impl IntoIterator<Item = Value>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    for object in objects {
+        let object: DynamicObject = serde_json::from_value(object).expect("an object");
+        api.create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("create {}: {e}", resource.kind));
+    }
 }
 
 fn gang(name: &str, workers: u32) -> Value {
@@ -170,7 +183,11 @@ async fn a_gang_that_may_land_on_time_sliced_gpus_is_refused_through_the_webhook
         Duration::from_secs(30),
         || async {
             match jobs::create(&client, &ns, &job, true).await {
-                Err(kube::Error::Api(s)) if s.message.contains("shared GPUs") => Ok(s.message),
+                // Both nodes, not the first one seen: the inventory publishes each label patch
+                // as it arrives, so an early answer may count one node.
+                Err(kube::Error::Api(s)) if s.message.contains("shared GPUs: 2 node(s)") => {
+                    Ok(s.message)
+                }
                 other => Err(format!("{other:?}")),
             }
         },
@@ -272,4 +289,66 @@ async fn heartbeats_publish_nothing_and_the_caches_are_in_metrics() {
         },
     )
     .await;
+}
+
+/// PriorityClasses created through the API reach the `priority` policy: with no globalDefault
+/// class (pods naming none get 0), a job whose Workers name a class of value 500000 is
+/// refused naming the class, its value and the classes allowed; one naming a class of
+/// negative value is admitted; one naming a class the cluster lacks, or gangplank-critical,
+/// is refused saying why.
+async fn a_priority_class_above_the_default_is_refused_and_a_lower_one_admitted() {
+    let control_plane = cluster().await;
+    let client = control_plane.client().await;
+    let ns = control_plane.namespace("priority").await;
+    let classes = [("e2e-tenant-high", 500_000), ("e2e-batch", -100)].map(|(name, value)| {
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value})
+    });
+    create_all(
+        &client,
+        &gangplank::cluster::priority_classes::resource(),
+        classes,
+    )
+    .await;
+    let naming = |class: &str| {
+        let mut job = gang("ranked", 1);
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] =
+            json!(class);
+        job
+    };
+    // The classes come through the watch: wait until the refusal names the new one's value.
+    let message = support::wait_for(
+        "the PriorityClasses reach the policy",
+        Duration::from_secs(30),
+        || async {
+            match jobs::create(&client, &ns, &naming("e2e-tenant-high"), true).await {
+                Err(kube::Error::Api(s)) if s.message.contains("(value 500000)") => Ok(s.message),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        message.contains("[priority] /spec/pytorchReplicaSpecs/Worker/template/spec/priorityClassName: its Worker pods would run at PriorityClass \"e2e-tenant-high\" (value 500000), which namespace")
+            && message.contains("its value is above 0, what pods naming no class get (no globalDefault PriorityClass)")
+            && message.contains("allowed here: ")
+            && message.contains("e2e-batch (-100)")
+            && message.contains("or ask the platform team to allow \"e2e-tenant-high\""),
+        "{message}"
+    );
+    jobs::create(&client, &ns, &naming("e2e-batch"), false)
+        .await
+        .expect("a class below the default is admitted");
+    let (_, missing) =
+        jobs::refusal(jobs::create(&client, &ns, &naming("e2e-no-such-class"), true).await);
+    assert!(
+        missing.contains("PriorityClass \"e2e-no-such-class\", which the cluster does not have"),
+        "{missing}"
+    );
+    let (_, reserved) =
+        jobs::refusal(jobs::create(&client, &ns, &naming("gangplank-critical"), true).await);
+    assert!(
+        reserved.contains("it is reserved for gangplank's own pods in gangplank-system"),
+        "{reserved}"
+    );
 }

@@ -1,7 +1,9 @@
 //! MPIJob v2beta1 run by `gangplank controller --kinds=MPIJob` on a real kube-apiserver with
-//! the mpi-operator's CRD, under deploy/controller/'s RBAC alone: the upstream example `pi`
-//! gets its ConfigMap (hostfile), SSH key Secret, workers' Service and pods, and runs to
-//! Succeeded when its launcher does (pod phases written through the status subresource).
+//! the mpi-operator's CRD, under deploy/controller/'s RBAC alone (with
+//! deploy/controller-namespaced and deploy/controller-mpi, behind its admission policies):
+//! the upstream example `pi` gets its ConfigMap (hostfile), SSH key Secret, workers' Service
+//! and pods, and runs to Succeeded when its launcher does (pod phases written through the
+//! status subresource).
 
 mod support;
 
@@ -65,16 +67,19 @@ fn pi() -> Value {
 
 async fn the_upstream_pi_example_runs_to_success_with_deploys_rbac() {
     let control_plane = ControlPlane::shared(&support::assets::get(), Crds::MpiV2beta1);
+    let ns = control_plane.namespace("mpi").await;
+    // The MPI components hold only where deploy/controller-namespaced binds them.
     let kubeconfig =
-        support::controller::deploys_identity_with(control_plane, &["controller-mpi"]).await;
+        support::controller::deploys_confined_identity(control_plane, "controller-mpi", &ns).await;
+    let namespaces = format!("--namespaces={ns}");
     let args = [
         "--kinds=MPIJob",
         "--leader-elect=false",
         "--gang-scheduler=",
+        namespaces.as_str(),
     ];
     let controller = Controller::start_as(control_plane, &kubeconfig, "controller-mpi", &args);
     let client = control_plane.client().await;
-    let ns = control_plane.namespace("mpi").await;
     jobs::create(&client, &ns, &pi(), false)
         .await
         .expect("created");

@@ -1,10 +1,11 @@
 //! MPIJob kubeflow.org/v1 run by `gangplank controller --kinds=MPIJob/v1` on a real
-//! kube-apiserver with the training operator's CRDs, under deploy/controller/'s RBAC alone:
-//! the upstream example `tensorflow-mnist` gets its ConfigMap (hostfile, kubexec.sh), the
-//! launcher's ServiceAccount, Role and RoleBinding, sleeping workers and a launcher with
-//! kubectl delivered, and runs to Succeeded when its launcher does; a hand-deleted or
-//! hand-edited ConfigMap comes back as it should be, once; and an MPIJob named like a
-//! PyTorchJob gets no exec right into that job's pods.
+//! kube-apiserver with the training operator's CRDs, under deploy/controller/'s RBAC alone
+//! (with deploy/controller-namespaced and deploy/controller-mpi-v1, behind its admission
+//! policies): the upstream example `tensorflow-mnist` gets its ConfigMap (hostfile,
+//! kubexec.sh), the launcher's ServiceAccount, Role and RoleBinding, sleeping workers and a
+//! launcher with kubectl delivered, and runs to Succeeded when its launcher does; a
+//! hand-deleted or hand-edited ConfigMap comes back as it should be, once; and an MPIJob
+//! named like a PyTorchJob gets no exec right into that job's pods.
 
 mod support;
 
@@ -57,11 +58,16 @@ fn example(file: &str) -> Value {
 
 async fn the_upstream_mnist_example_runs_to_success_with_deploys_rbac() {
     let control_plane = ControlPlane::shared(&support::assets::get(), Crds::TrainingV1);
-    let kubeconfig =
-        support::controller::deploys_identity_with(control_plane, &["controller-mpi-v1"]).await;
-    let controller = Controller::start_as(control_plane, &kubeconfig, "controller-mpi-v1", &ARGS);
-    let client = control_plane.client().await;
     let ns = control_plane.namespace("mpi-v1").await;
+    // The MPI components hold only where deploy/controller-namespaced binds them.
+    let kubeconfig =
+        support::controller::deploys_confined_identity(control_plane, "controller-mpi-v1", &ns)
+            .await;
+    let namespaces = format!("--namespaces={ns}");
+    let [kinds, elect, gang] = ARGS;
+    let args = [kinds, elect, gang, namespaces.as_str()];
+    let controller = Controller::start_as(control_plane, &kubeconfig, "controller-mpi-v1", &args);
+    let client = control_plane.client().await;
     let job = example("tensorflow-mnist.yaml");
     jobs::create(&client, &ns, &job, false)
         .await
@@ -101,15 +107,23 @@ async fn the_upstream_mnist_example_runs_to_success_with_deploys_rbac() {
         .get(&launcher)
         .await
         .expect("the launcher's ServiceAccount");
+    // The exec rule follows the workers the controller has observed (none at first: a rule
+    // with no resourceNames would open every pod), so it may come one reconcile later.
     let roles: Api<Role> = Api::namespaced(client.clone(), &ns);
-    let rules = json!(
-        roles
-            .get(&launcher)
-            .await
-            .expect("the launcher's Role")
-            .rules
-    );
-    assert_eq!(rules[1]["resourceNames"], json!([w0, w1]), "{rules}");
+    let expected = json!([w0, w1]);
+    support::wait_for(
+        "the launcher's Role names both workers",
+        Duration::from_secs(30),
+        || async {
+            let rules = json!(roles.get(&launcher).await.map_err(|e| e.to_string())?.rules);
+            if rules[1]["resourceNames"] == expected {
+                Ok(())
+            } else {
+                Err(rules.to_string())
+            }
+        },
+    )
+    .await;
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
     let binding = bindings.get(&launcher).await.expect("the RoleBinding");
     assert_eq!(binding.role_ref.name, launcher);

@@ -22,6 +22,7 @@ e2e_suite!(
         sigterm_stops_the_controller_and_releases_its_lease,
         without_the_lease_namespace_the_controller_exits_naming_it_and_the_fixes,
         forbidden_leases_make_the_controller_exit_naming_the_namespace_and_the_fixes,
+        a_namespace_selector_the_api_server_refuses_makes_the_controller_exit_naming_the_flag,
     ]
 );
 
@@ -151,11 +152,14 @@ async fn the_controller_runs_with_deploys_rbac_alone() {
     let kubeconfig = support::controller::deploys_identity(control_plane).await;
     let client = control_plane.client().await;
     let ns = control_plane.namespace("rbac").await;
+    // As deploy/controller/deployment.yaml runs it: the namespace watch of the selector
+    // needs its own rule (deploy/controller/rbac.yaml).
     let args = [
         "--kinds=XGBoostJob,PyTorchJob",
         "--leader-elect=true",
         "--lease-namespace=gangplank-system",
         "--gang-scheduler=volcano",
+        "--namespace-selector=gangplank.dev/managed=true",
     ];
     let controller = Controller::start_as(control_plane, &kubeconfig, "controller-rbac", &args);
     let job = json!({
@@ -419,5 +423,25 @@ async fn forbidden_leases_make_the_controller_exit_naming_the_namespace_and_the_
         "--leader-elect=false".to_string(),
     ] {
         assert!(log.contains(&needed), "names {needed}:\n{log}");
+    }
+}
+
+/// A `--namespace-selector` that is no label selector: the API server's reason and the flag
+/// are named, and the controller exits rather than serve no namespace or every one.
+async fn a_namespace_selector_the_api_server_refuses_makes_the_controller_exit_naming_the_flag() {
+    let control_plane = control_plane();
+    let args = [
+        "--kinds=JAXJob",
+        "--leader-elect=false",
+        "--gang-scheduler=",
+        "--namespace-selector=gangplank.dev/managed in true",
+    ];
+    let mut controller = Controller::start(control_plane, "controller-bad-selector", &args);
+    let log = exits_failing(&mut controller, Duration::from_secs(30)).await;
+    for needed in [
+        "--namespace-selector \\\"gangplank.dev/managed in true\\\": the API server refuses it",
+        "GANGPLANK_NAMESPACE_SELECTOR",
+    ] {
+        assert!(log.contains(needed), "names {needed}:\n{log}");
     }
 }

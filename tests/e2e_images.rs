@@ -10,6 +10,7 @@ mod support;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
+use support::control_plane::free_ports;
 use support::registry::{self, Auth, Registry, OCI_INDEX, OCI_MANIFEST};
 use support::{jobs, ControlPlane, Crds, Webhooks};
 
@@ -73,8 +74,14 @@ async fn kubectl_apply_pins_every_image_with_the_pull_secrets_of_the_job_and_its
     let (index, _) = registry.push_multi_arch("ml/multi", "v1", OCI_INDEX).await;
     let policies = control_plane.file("image-pinning-policies");
     registry::pinning_policies(&registry, &policies);
-    let webhooks = Webhooks::install(control_plane, policies).await;
+    // Pull secrets are read only when asked for (issue 41 item 3): `namespaced`, as
+    // deploy/image-pinning-namespaced sets it; the test's kubeconfig stands in for the
+    // RoleBinding of the job's namespace.
+    let [port] = free_ports();
+    let flags = ["--pull-secrets=namespaced".to_string()];
+    let webhooks = Webhooks::start_scoped(control_plane, policies, None, port, &flags).await;
     let client = control_plane.client().await;
+    webhooks.wait_active(&client, "default").await;
     let namespace = control_plane.namespace("images").await;
 
     // The pull secret, as `kubectl create secret docker-registry` makes it.

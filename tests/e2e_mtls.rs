@@ -4,11 +4,14 @@
 //! whose ValidatingAdmissionWebhook and MutatingAdmissionWebhook plugins name a
 //! `kubeConfigFile` holding the certificate for the webhook's address.
 //!
-//! Two servers with `--client-ca` behind one apiserver, each for a namespace of its own: the
-//! kubeconfig gives a certificate for the first one's address only. A job in the first
-//! namespace is judged (mutated and stored); in the second, the apiserver presents no
-//! certificate, gangplank refuses it, and with `failurePolicy: Fail` the job is refused
-//! ("failed calling webhook"): an unauthenticated caller is not judged.
+//! Three servers with `--client-ca` behind one apiserver, each for a namespace of its own: the
+//! kubeconfig gives a certificate for the first and third ones' addresses only. A job in the
+//! first namespace is judged (mutated and stored) by a server that also pins the
+//! certificate's subject (`--client-ca-subject`, issue 41 item 3); in the second, the
+//! apiserver presents no certificate, gangplank refuses it, and with `failurePolicy: Fail` the
+//! job is refused ("failed calling webhook"): an unauthenticated caller is not judged. The
+//! third requires another subject than the apiserver's certificate carries, and refuses it
+//! alike: a certificate of the right CA for the wrong name is not the apiserver.
 //!
 //! Needs the test binaries (`tests/support/assets.rs`; without them the suite prints why it
 //! skipped).
@@ -23,7 +26,7 @@ use support::{jobs, ControlPlane, Crds, Scheduling, Webhooks};
 
 e2e_suite!(
     "e2e_mtls",
-    [a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused_when_it_presents_none]
+    [a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused_when_it_presents_none_or_another_subject]
 );
 
 /// The AdmissionConfiguration of a self-managed control plane: both webhook plugins read the
@@ -50,25 +53,28 @@ plugins:
     )
 }
 
-/// The kubeconfig of the webhook plugins: the user is named after the webhook's address
-/// (`host:port` for a URL webhook; `<service>.<namespace>.svc` for a Service), and holds the
-/// client certificate and key the apiserver presents there.
-fn webhook_kubeconfig(address: &str, cert: &Path, key: &Path) -> String {
-    format!(
-        "apiVersion: v1
-kind: Config
-users:
-  - name: '{address}'
+/// The kubeconfig of the webhook plugins: a user per webhook address (`host:port` for a URL
+/// webhook; `<service>.<namespace>.svc` for a Service), each holding the client certificate
+/// and key the apiserver presents there.
+fn webhook_kubeconfig(addresses: &[String], cert: &Path, key: &Path) -> String {
+    let users: String = addresses
+        .iter()
+        .map(|address| {
+            format!(
+                "  - name: '{address}'
     user:
       client-certificate: {}
       client-key: {}
 ",
-        cert.display(),
-        key.display()
-    )
+                cert.display(),
+                key.display()
+            )
+        })
+        .collect();
+    format!("apiVersion: v1\nkind: Config\nusers:\n{users}")
 }
 
-async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused_when_it_presents_none(
+async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused_when_it_presents_none_or_another_subject(
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = |name: &str| dir.path().join(name);
@@ -79,11 +85,14 @@ async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused
     std::fs::write(file("client-ca.crt"), client_ca.pem()).expect("write");
     std::fs::write(file("apiserver.crt"), &apiserver.cert_pem).expect("write");
     std::fs::write(file("apiserver.key"), &apiserver.key_pem).expect("write");
-    let [with_cert, without_cert] = free_ports();
+    let [with_cert, without_cert, other_subject] = free_ports();
     std::fs::write(
         file("webhook-kubeconfig.yaml"),
         webhook_kubeconfig(
-            &format!("127.0.0.1:{with_cert}"),
+            &[
+                format!("127.0.0.1:{with_cert}"),
+                format!("127.0.0.1:{other_subject}"),
+            ],
             &file("apiserver.crt"),
             &file("apiserver.key"),
         ),
@@ -105,6 +114,7 @@ async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused
     );
     let client = control_plane.client().await;
     let flags = [format!("--client-ca={}", file("client-ca.crt").display())];
+    let pinned = |subject: &str| [flags[0].clone(), format!("--client-ca-subject={subject}")];
     let policies = support::repo().join("policies");
 
     let trusted = control_plane.namespace("mtls").await;
@@ -113,7 +123,7 @@ async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused
         policies.clone(),
         Some(&trusted),
         with_cert,
-        &flags,
+        &pinned("kube-apiserver-webhook-client"),
     )
     .await;
     // The apiserver reaches it with its certificate: both webhooks answer a dry run.
@@ -135,25 +145,54 @@ async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused
     let untrusted = control_plane.namespace("mtls-no-cert").await;
     let refusing = Webhooks::start_scoped(
         &control_plane,
-        policies,
+        policies.clone(),
         Some(&untrusted),
         without_cert,
         &flags,
     )
     .await;
+    // "Internal error occurred: failed calling webhook "mutate.gangplank.dev": failed to
+    // call webhook: /mutate requires a client certificate signed by gangplank's --client-ca
+    // (GANGPLANK_CLIENT_CA); this connection presented none"
+    let message = refused_by(&client, &refusing, &untrusted).await;
+    assert!(
+        message.contains("requires a client certificate signed by gangplank's --client-ca"),
+        "refused because gangplank refused the unauthenticated call: {message}"
+    );
+
+    let elsewhere = control_plane.namespace("mtls-other-subject").await;
+    let pinned_elsewhere = Webhooks::start_scoped(
+        &control_plane,
+        policies,
+        Some(&elsewhere),
+        other_subject,
+        &pinned("kube-apiserver"),
+    )
+    .await;
+    let message = refused_by(&client, &pinned_elsewhere, &elsewhere).await;
+    assert!(
+        message.contains("carries the identity --client-ca-subject / --client-san name")
+            && message.contains("CN kube-apiserver-webhook-client"),
+        "refused because the certificate carries another subject: {message}"
+    );
+}
+
+/// Waits until `server`'s configuration reaches the apiserver, and returns the message a job
+/// created in `namespace` is refused with; asserts gangplank judged nothing there.
+async fn refused_by(client: &kube::Client, server: &Webhooks, namespace: &str) -> String {
     // Listening: a failed call below is gangplank's refusal, not a connection refused.
-    refusing.wait_ready().await;
+    server.wait_ready().await;
     // The configuration reaches the apiserver's informer in a moment: until then the job is
     // created unjudged (and deleted again); from then on it is refused.
     let message = support::wait_for(
-        "the apiserver calls the second server",
+        "the apiserver calls the server",
         std::time::Duration::from_secs(60),
         || async {
-            match jobs::create(&client, &untrusted, &jobs::pytorch_job("bert", 1), false).await {
+            match jobs::create(client, namespace, &jobs::pytorch_job("bert", 1), false).await {
                 Err(kube::Error::Api(status)) => Ok(status.message),
                 Err(other) => Err(other.to_string()),
                 Ok(_) => {
-                    jobs::pytorch_api(&client, &untrusted)
+                    jobs::pytorch_api(client, namespace)
                         .delete("bert", &Default::default())
                         .await
                         .map_err(|e| e.to_string())?;
@@ -163,16 +202,10 @@ async fn a_job_is_judged_when_the_apiserver_presents_its_certificate_and_refused
         },
     )
     .await;
-    // "Internal error occurred: failed calling webhook "mutate.gangplank.dev": failed to
-    // call webhook: /mutate requires a client certificate signed by gangplank's --client-ca
-    // (GANGPLANK_CLIENT_CA); this connection presented none"
+    assert!(message.contains("failed calling webhook"), "{message}");
     assert!(
-        message.contains("failed calling webhook")
-            && message.contains("requires a client certificate signed by gangplank's --client-ca"),
-        "refused because gangplank refused the unauthenticated call: {message}"
+        server.decisions_in(namespace).is_empty(),
+        "gangplank judged nothing for a caller it did not authenticate"
     );
-    assert!(
-        refusing.decisions_in(&untrusted).is_empty(),
-        "gangplank judged nothing for a caller without a certificate"
-    );
+    message
 }

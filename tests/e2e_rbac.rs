@@ -75,17 +75,13 @@ const SETUPS: &[Setup] = &[
         components: &["controller"],
         bindings: &[],
     },
+    // The MPI components build only after controller-namespaced (their rules never hold
+    // cluster-wide): tests/deploy_manifests/combinations.rs.
     Setup {
-        name: "controller+mpi",
+        name: "controller+namespaced+mpi",
         account: "gangplank-controller",
-        components: &["controller", "controller-mpi"],
-        bindings: &[],
-    },
-    Setup {
-        name: "controller+mpi-v1",
-        account: "gangplank-controller",
-        components: &["controller", "controller-mpi-v1"],
-        bindings: &[],
+        components: &["controller", "controller-namespaced", "controller-mpi"],
+        bindings: &[("controller-namespaced/binding", TENANT)],
     },
     Setup {
         name: "controller+namespaced",
@@ -94,9 +90,15 @@ const SETUPS: &[Setup] = &[
         bindings: &[("controller-namespaced/binding", TENANT)],
     },
     Setup {
+        name: "audit",
+        account: "gangplank-audit",
+        components: &["audit"],
+        bindings: &[],
+    },
+    Setup {
         name: "controller+mpi-v1+namespaced",
         account: "gangplank-controller",
-        components: &["controller", "controller-mpi-v1", "controller-namespaced"],
+        components: &["controller", "controller-namespaced", "controller-mpi-v1"],
         bindings: &[("controller-namespaced/binding", TENANT)],
     },
 ];

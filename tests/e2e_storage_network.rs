@@ -2,9 +2,15 @@
 //! server (`serve`, with the control plane's kubeconfig, as in a cluster) watches the
 //! PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces the test creates
 //! through the API; `kubectl apply` of a job that shares a ReadWriteOnce claim is refused
-//! naming the claim, a job isolated by a NetworkPolicy is warned naming the policy (and
-//! refused where the `network` policy's `refuse` parameter is set), and objects created
-//! after the server started reach the policies through the watch.
+//! naming the claim, a job isolated by a NetworkPolicy is warned (and refused where the
+//! `network` policy's `refuse` parameter is set), and objects created after the server
+//! started reach the policies through the watch.
+//!
+//! These servers run without `--client-ca`, as deploy/ ships, so the apiserver is a caller
+//! gangplank cannot tell from any pod that reaches the port: the verdicts are the same, and
+//! the messages withhold what the namespace holds (the claim's modes and class, the
+//! provisioner, the NetworkPolicy's name; issue 41 item 3). tests/admission/withheld_names.rs
+//! shows the names told to a caller `--client-ca` verified.
 
 mod support;
 
@@ -120,8 +126,9 @@ async fn a_shared_read_write_once_claim_is_refused_at_kubectl_apply() {
     assert!(!ok);
     assert!(
         stderr.contains("checkpoints")
-            && stderr.contains("ReadWriteOnce")
-            && stderr.contains("3 pods"),
+            && stderr.contains("3 pods")
+            && stderr.contains("details withheld")
+            && !stderr.contains("ReadWriteOnce"),
         "{stderr}"
     );
 }
@@ -171,10 +178,15 @@ async fn an_unbound_claim_its_class_cannot_give_is_refused() {
         &ns,
         &job_with_claim("sft", "data"),
         "the class reaches the policies",
-        |ok, err| !ok && err.contains("ebs.csi.aws.com"),
+        |ok, err| !ok && err.contains("[storage]"),
     )
     .await;
-    assert!(!ok && stderr.contains("ReadWriteMany"), "{stderr}");
+    assert!(
+        !ok && stderr.contains("its class's provisioner cannot give")
+            && !stderr.contains("ebs.csi.aws.com")
+            && !stderr.contains("gp3"),
+        "{stderr}"
+    );
 }
 
 fn network_policy(name: &str, spec: Value) -> Value {
@@ -201,7 +213,11 @@ async fn a_network_policy_that_isolates_the_job_is_warned_at_kubectl_apply() {
         |ok, err| ok && err.contains("[network]"),
     )
     .await;
-    assert!(ok && stderr.contains("deny-all-ingress"), "{stderr}");
+    assert!(
+        ok && stderr.contains("a NetworkPolicy of this namespace keeps")
+            && !stderr.contains("deny-all-ingress"),
+        "{stderr}"
+    );
     // Letting the job's pods reach each other silences it.
     let allow = network_policy(
         "allow-same-job",
@@ -244,8 +260,12 @@ async fn with_refuse_set_an_isolating_network_policy_refuses_the_job() {
         &ns,
         &job,
         "the refusing server sees the policy",
-        |ok, err| !ok && err.contains("egress-dns-only"),
+        |ok, err| !ok && err.contains("[network]"),
     )
     .await;
-    assert!(!ok && stderr.contains("[network]"), "{stderr}");
+    assert!(
+        !ok && stderr.contains("a NetworkPolicy of this namespace keeps")
+            && !stderr.contains("egress-dns-only"),
+        "{stderr}"
+    );
 }

@@ -593,3 +593,59 @@ fn a_job_carrying_every_annotation_gangplank_writes_gets_no_annotation_warning()
         .collect();
     assert!(said.is_empty(), "{said:?}");
 }
+
+#[test]
+fn an_exception_excuses_a_policy_until_its_expiry_at_the_instant_given() {
+    use time::format_description::well_known::Rfc3339;
+    let exception = "name: ml-7\npolicies: [backoff]\nmatch: {namespaces: [n*]}\nreason: r\nexpires: 2030-06-01T00:00:00Z\n";
+    let dir = dir_with(&[("backoff.rego", GOOD), ("exceptions/ml-7.yaml", exception)]);
+    let set = load(dir.path()).expect("loads");
+    let subject = set.subject("ns", &job(Some(50)));
+    let at = |t: &str| time::OffsetDateTime::parse(t, &Rfc3339).expect("a date-time");
+    let before = set.excuses(&subject, at("2030-05-31T23:59:59Z"));
+    let exempted = before.of(0).expect("backoff is excused before the expiry");
+    assert_eq!(
+        exempted.describe(),
+        "exempted by exception ml-7 until 2030-06-01T00:00:00Z"
+    );
+    assert!(before.notes.is_empty(), "{:?}", before.notes);
+    let after = set.excuses(&subject, at("2030-06-01T00:00:00Z"));
+    assert!(after.of(0).is_none(), "expired: excuses nothing");
+    let note = after
+        .notes
+        .first()
+        .map(|n| n.message.as_str())
+        .unwrap_or_default();
+    assert!(
+        note.contains("exception ml-7") && note.contains("expired at 2030-06-01T00:00:00Z"),
+        "{note}"
+    );
+    let elsewhere = set.excuses(
+        &set.subject("prod", &job(Some(50))),
+        at("2030-01-01T00:00:00Z"),
+    );
+    assert!(elsewhere.of(0).is_none() && elsewhere.notes.is_empty());
+}
+
+#[test]
+fn an_excused_policy_does_not_mutate_and_its_finding_refuses_nothing() {
+    let params = "policies:\n  backoff: {excludedNamespaces: [n*]}\n";
+    let dir = dir_with(&[("backoff.rego", GOOD), ("params.yaml", params)]);
+    let set = load(dir.path()).expect("loads");
+    let d = review::review(&set, &Input::create(job(Some(50)), "default")).expect("decides");
+    assert!(d.allowed(), "{:?}", d.violations);
+    let [finding] = d.violations.as_slice() else {
+        panic!("one finding, exempted: {:?}", d.violations);
+    };
+    assert_eq!(finding.action, Action::Deny, "the policy's action is kept");
+    assert!(finding.exempted.is_some());
+    let mut elsewhere = job(None);
+    elsewhere["metadata"]["namespace"] = json!("prod");
+    let unexcused = review::review(&set, &Input::create(elsewhere, "default")).expect("decides");
+    assert!(
+        !unexcused.patch.0.is_empty(),
+        "elsewhere the policy still mutates"
+    );
+    let excused = review::review(&set, &Input::create(job(None), "default")).expect("decides");
+    assert!(excused.patch.0.is_empty(), "{:?}", excused.patch);
+}

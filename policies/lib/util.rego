@@ -26,6 +26,20 @@ shown(v) := sprintf("%v", [v]) if {
 	not is_string(v)
 }
 
+# Whether messages may say what other objects of the request's namespace hold (a claim's
+# modes and class, a NetworkPolicy's name and ports): only to an authenticated caller
+# (input.caller.authenticated: a local run, or the apiserver with the client certificate
+# `gangplank serve --client-ca` verifies). Anyone who reaches the webhook port can post a
+# review naming any namespace: the verdict is the same for them, the words name nothing
+# the job itself does not. Inputs written without `caller` (Rego unit tests) are local.
+names_shown(inp) if object.get(inp, ["caller", "authenticated"], true) == true
+
+# `full` when names_shown(inp), else `withheld` followed by a note saying why.
+# Short: kubectl shows warnings, and the API server may cut those over 256 characters.
+for_caller(inp, full, withheld) := full if names_shown(inp)
+
+else := sprintf("%s (details withheld: caller not verified as the API server)", [withheld])
+
 # The container of a replica that the operator configures (env, port), if any.
 default_container(r) := r.containers[r.defaultContainerIndex]
 

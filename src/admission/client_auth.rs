@@ -1,21 +1,23 @@
 //! Optional mutual TLS: client certificates signed by `--client-ca`, and its hot reload.
 //!
-//! Entry points: [`ClientCa::from_file`], [`ClientCa::verifier`] for the listener's rustls
+//! Entry points: [`ClientCa::from_file`] (and [`ClientCa::requiring`] an identity:
+//! [`super::client_identity`]), [`ClientCa::verifier`] for the listener's rustls
 //! configuration ([`super::tls::ServingCert::server_config`]), [`watch`] for reloading, and
-//! [`Peer`], what the accept loop records of each connection for the routes.
+//! [`ClientCa::peer`], what the accept loop records of each connection for the routes.
 //!
 //! Why: without it any pod that reaches the Service can post AdmissionReviews, and with image
 //! pinning on, make the webhook read pull secrets of the namespace the review names. The
 //! apiserver presents a client certificate to webhooks when its AdmissionConfiguration gives
-//! it one (`kubeConfigFile`, README "Mutual TLS").
+//! it one (`kubeConfigFile`, docs/src/serve.md, "Mutual TLS").
 //!
 //! Why the handshake still accepts clients without a certificate: the kubelet's HTTPS probes
 //! (`/healthz`, `/readyz`) present none, and a probe that failed at the TLS layer would take
 //! every replica out of the Service, which with `failurePolicy: Fail` stops all admissions. So
 //! rustls verifies a certificate when one is presented (a certificate of another CA fails the
 //! handshake), and the routes decide: `/mutate`, `/validate` and `/metrics` answer only
-//! connections whose certificate was verified (403 otherwise, server.rs); the probes answer
-//! anyone, and say no more than whether the server is ready.
+//! connections whose certificate was verified and carries the required identity, if one is
+//! set (403 otherwise, before the body is read: server.rs); the probes answer anyone, and
+//! say no more than whether the server is ready.
 //!
 //! # Guarantees
 //! - A new CA file is used for new handshakes only once it parses and holds at least one
@@ -36,6 +38,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use rustls_pki_types::pem::PemObject;
 use tracing::{error, info};
 
+use super::client_identity::RequiredIdentity;
 use super::metrics::Metrics;
 use super::tls::provider;
 
@@ -63,19 +66,25 @@ pub enum ClientCaError {
 }
 
 /// What the accept loop knows of a connection's client, for the routes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer {
-    /// A client certificate signed by `--client-ca` was presented and verified.
-    pub verified: bool,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// No certificate (or no `--client-ca`): not the apiserver, as far as gangplank knows.
+    Anonymous,
+    /// A certificate `--client-ca` signed, carrying the required identity if one is set.
+    Authenticated,
+    /// A certificate `--client-ca` signed, without the required identity: what it carries.
+    OtherIdentity(Arc<str>),
 }
 
-/// The CA client certificates must chain to; swapped whole on reload.
+/// The CA client certificates must chain to (swapped whole on reload), and the identity
+/// they must carry ([`super::client_identity`]), which does not change.
 #[derive(Debug)]
 pub struct ClientCa {
     path: PathBuf,
     current: ArcSwap<Arc<dyn ClientCertVerifier>>,
     /// Content of the file last tried, good or bad.
     seen: Mutex<Vec<u8>>,
+    identity: Option<RequiredIdentity>,
 }
 
 impl ClientCa {
@@ -87,7 +96,30 @@ impl ClientCa {
             path: path.to_path_buf(),
             current: ArcSwap::from_pointee(verifier),
             seen: Mutex::new(pem),
+            identity: None,
         })
+    }
+
+    /// Requires `identity` of every client certificate besides the CA's signature.
+    pub fn requiring(self, identity: Option<RequiredIdentity>) -> ClientCa {
+        ClientCa { identity, ..self }
+    }
+
+    /// The identity required, if any.
+    pub fn identity(&self) -> Option<&RequiredIdentity> {
+        self.identity.as_ref()
+    }
+
+    /// Who a connection is, from the certificates its handshake verified (a certificate of
+    /// another CA fails the handshake, so having one is being signed by this CA).
+    pub fn peer(&self, certificates: Option<&[CertificateDer<'_>]>) -> Peer {
+        let Some(leaf) = certificates.and_then(<[_]>::first) else {
+            return Peer::Anonymous;
+        };
+        match self.identity.as_ref().map(|id| id.check(leaf)) {
+            None | Some(Ok(())) => Peer::Authenticated,
+            Some(Err(presented)) => Peer::OtherIdentity(presented.to_string().into()),
+        }
     }
 
     /// The verifier for rustls: verifies with whatever CA is current.

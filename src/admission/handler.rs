@@ -40,7 +40,7 @@ use crate::images::{pin, Pinner};
 use crate::policy::{EvalError, PolicySet};
 use crate::review::decide;
 use crate::review::input::Subject;
-use crate::review::Input;
+use crate::review::{Caller, Input};
 use crate::trainer::native;
 
 /// Bounds on evaluation.
@@ -133,16 +133,19 @@ const OTHER_KIND: &str = "other";
 /// Answers one review body at `endpoint`, for callers that hold no memory budget (fuzzing).
 pub async fn admit(ctx: &Context, endpoint: Endpoint, body: &[u8]) -> Answer {
     let unbounded = Budget::new(usize::MAX, Duration::ZERO);
-    admit_within(ctx, endpoint, body, &mut unbounded.reserve()).await
+    let caller = Caller::Authenticated;
+    admit_within(ctx, endpoint, body, caller, &mut unbounded.reserve()).await
 }
 
-/// Answers one review body at `endpoint`; `budget` holds the body's share of the memory
-/// budget, and is grown to the share of what judging it holds when the review is dense in
-/// values ([`BUDGET_BYTES_PER_VALUE`]).
+/// Answers one review body at `endpoint` for `caller` (what the messages may name:
+/// [`Caller`]); `budget` holds the body's share of the memory budget, and is grown to the
+/// share of what judging it holds when the review is dense in values
+/// ([`BUDGET_BYTES_PER_VALUE`]).
 pub async fn admit_within(
     ctx: &Context,
     endpoint: Endpoint,
     body: &[u8],
+    caller: Caller,
     budget: &mut Reservation,
 ) -> Answer {
     let started = Instant::now();
@@ -160,7 +163,9 @@ pub async fn admit_within(
     );
     let _in_flight = ctx.metrics.in_flight();
     let _counted = Counted::enter(&ctx.in_flight);
-    let (answer, kind, decision) = handle(ctx, endpoint, body, budget).instrument(span).await;
+    let (answer, kind, decision) = handle(ctx, endpoint, body, caller, budget)
+        .instrument(span)
+        .await;
     ctx.metrics
         .request(endpoint, kind, decision, started.elapsed().as_secs_f64());
     answer
@@ -170,6 +175,7 @@ async fn handle(
     ctx: &Context,
     endpoint: Endpoint,
     body: &[u8],
+    caller: Caller,
     budget: &mut Reservation,
 ) -> (Answer, &'static str, Decision) {
     let review = match review::parse(body) {
@@ -200,7 +206,7 @@ async fn handle(
         return (reply(&verdict, &uid), OTHER_KIND, Decision::Failed);
     }
     let input = match Input::from_review(value) {
-        Ok(input) => input,
+        Ok(input) => Input { caller, ..input },
         Err(message) => {
             warn!(error = %message, decision = "invalid", "admission request cannot be evaluated");
             let answer = reply(&Verdict::invalid(message), &uid);
@@ -261,10 +267,16 @@ async fn handle(
     let pinning = ctx.images.pin(&set, &mut input).await;
     record_lookups(ctx, &pinning);
     let unresolved = pin::failure_violations(&pinning, &input);
+    let can_refuse = set.can_refuse();
     match evaluate(ctx, endpoint, set, input).await {
         Ok(mut decision) => {
             decision.add_violations(unresolved);
             answer(ctx, endpoint, &uid, kind, &decision)
+        }
+        Err((failure, message)) if !can_refuse => {
+            ctx.metrics.failure(failure);
+            let verdict = admitted_unchecked(failure, &message);
+            (reply(&verdict, &uid), kind, Decision::Failed)
         }
         Err((failure, message)) => fail(ctx, &uid, kind, failure, message),
     }
@@ -329,14 +341,18 @@ fn answer(
                 Decision::Patched
             };
             info!(decision = outcome.as_str(), policies = %policies.join(","), operations = decision.patch.0.len(), "admission decision");
+            // The applied intents' notes (something the user wrote was removed, and why):
+            // the object /validate sees no longer shows it, so it is said here.
             let verdict = Verdict {
                 patch: Some(decision.patch.clone()),
+                warnings: verdict::bound_warnings(&decision.warnings()),
                 ..Verdict::allow()
             };
             (reply(&verdict, uid), kind, outcome)
         }
         Endpoint::Validate => {
-            for v in &decision.violations {
+            // Exempted findings refuse nothing: counted, they would read as denials.
+            for v in decision.violations.iter().filter(|v| v.exempted.is_none()) {
                 ctx.metrics.violation(&v.policy, v.action);
             }
             let verdict = verdict::for_decision(decision);
@@ -479,6 +495,29 @@ fn fail(
     };
     let answer = reply(&Verdict::refuse(code, reason, message), uid);
     (answer, kind, Decision::Failed)
+}
+
+/// No verdict, from a set in which no policy denies (audit-first): admitted, with a warning,
+/// and logged (the caller counts the failure as any). Refusing would refuse what no verdict
+/// of this set could, and audit-first promises that nothing is refused; the request still
+/// goes unjudged, which the warning and the log say.
+fn admitted_unchecked(failure: Failure, message: &str) -> Verdict {
+    warn!(decision = "failed-open", reason = failure.as_str(), error = %message,
+        "admitted without a verdict: no policy of the serving set denies");
+    let what = match failure {
+        Failure::Timeout => "evaluation timed out",
+        Failure::Evaluation => "evaluation failed",
+        Failure::Crashed => "evaluation crashed",
+        Failure::NoPolicies => "no policy set",
+    };
+    // The message says "refused": the warning names the failure instead (one line, within
+    // WARNING_CHARS), the log has the message.
+    Verdict {
+        warnings: vec![format!(
+            "[gangplank] not checked ({what}); admitted: no policy is set to deny (audit-first)"
+        )],
+        ..Verdict::allow()
+    }
 }
 
 fn reply(verdict: &Verdict, uid: &str) -> Answer {

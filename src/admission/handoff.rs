@@ -17,18 +17,26 @@
 //! (another replica served `/mutate`, the cache forgot, the apiserver's defaulting changed
 //! the object) is a full review, as before: the cache only ever saves work. Bounded: the
 //! oldest keys go first, and a reload of the policies forgets them all.
+//!
+//! The key is an HMAC-SHA256, cut to 128 bits, of a canonical encoding of those parts under a
+//! key drawn at random when the server starts ([`Handoff::default`]). The encoding gives
+//! every string and container its length and every value its type, and sorts object keys:
+//! two different inputs are two different byte strings, so only a collision of the keyed
+//! hash could make them one key, and nobody outside the process can compute a key to aim
+//! for one. (The first key summed the entries' 64-bit SipHash values under a fixed, public
+//! key, and wrote an i64 and a u64 alike: `-1` and `18446744073709551615` were one key.)
 
 use std::collections::{HashSet, VecDeque};
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use aws_lc_rs::hmac;
 use serde_json::Value;
 
 use crate::policy::PolicySet;
 use crate::review::Input;
 
 /// Objects remembered: far more than the reviews in flight between a `/mutate` and its
-/// `/validate`, at 8 bytes each.
+/// `/validate`, at 16 bytes each.
 pub const CAPACITY: usize = 4096;
 
 /// Fields of `spec` the shipped CRDs (crds/) default, with their defaults: the apiserver
@@ -75,9 +83,28 @@ const SET_BY_APISERVER: [&str; 5] = [
     "managedFields",
 ];
 
-#[derive(Debug, Default)]
+/// The hand-off cache of one server process.
+#[derive(Debug)]
 pub struct Handoff {
+    /// The HMAC key of this process's keys; `None` when the system had no randomness to
+    /// give, and then nothing is handed over (every `/validate` is a full review).
+    secret: Option<hmac::Key>,
     inner: Mutex<Remembered>,
+}
+
+impl Default for Handoff {
+    /// A cache with a fresh random key.
+    fn default() -> Self {
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let secret = hmac::Key::generate(hmac::HMAC_SHA256, &rng).ok();
+        if secret.is_none() {
+            tracing::warn!("no randomness for the /mutate → /validate hand-off key: every /validate reviews in full");
+        }
+        Handoff {
+            secret,
+            inner: Mutex::default(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -85,14 +112,16 @@ struct Remembered {
     /// The set the keys were made with. A `Weak` keeps its address from being reused by a
     /// later set while the keys stand.
     set: Weak<PolicySet>,
-    keys: HashSet<u64>,
-    order: VecDeque<u64>,
+    keys: HashSet<u128>,
+    order: VecDeque<u128>,
 }
 
 impl Handoff {
     /// `/mutate` produced `mutated` for `input` with `set`, every intent applied.
     pub fn remember(&self, set: &Arc<PolicySet>, input: &Input, mutated: &Value) {
-        let key = key(input, mutated);
+        let Some(key) = self.key(input, mutated) else {
+            return;
+        };
         let mut r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if !std::ptr::eq(r.set.as_ptr(), Arc::as_ptr(set)) {
             *r = Remembered {
@@ -112,107 +141,135 @@ impl Handoff {
 
     /// Whether `/mutate` produced `input.object` for this request with `set`.
     pub fn produced(&self, set: &Arc<PolicySet>, input: &Input) -> bool {
+        let Some(key) = self.key(input, &input.object) else {
+            return false;
+        };
         let r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        std::ptr::eq(r.set.as_ptr(), Arc::as_ptr(set))
-            && r.keys.contains(&key(input, &input.object))
+        std::ptr::eq(r.set.as_ptr(), Arc::as_ptr(set)) && r.keys.contains(&key)
+    }
+
+    /// The key of `object` in the request `input`; `None` without a secret.
+    pub fn key(&self, input: &Input, object: &Value) -> Option<u128> {
+        let secret = self.secret.as_ref()?;
+        let tag = hmac::sign(secret, &canonical(input, object));
+        let first: [u8; 16] = tag.as_ref().get(..16)?.try_into().ok()?;
+        Some(u128::from_le_bytes(first))
     }
 }
 
-/// The key of `object` in the request `input`.
-pub fn key(input: &Input, object: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    input.operation.as_str().hash(&mut h);
-    input.namespace.hash(&mut h);
-    input.name.hash(&mut h);
-    input.dry_run.hash(&mut h);
-    h.write_u64(value_hash(&input.user_info, &[]));
-    h.write_u64(input.old_object.as_ref().map_or(0, |o| value_hash(o, &[])));
-    let object_hash = match object {
-        Value::Object(fields) => unordered(fields.iter().map(|(k, v)| match (k.as_str(), v) {
-            ("metadata", _) => entry_hash(k, v, &SET_BY_APISERVER),
-            ("spec", Value::Object(spec)) => hashed_entry(k, spec_hash(spec)),
-            _ => entry_hash(k, v, &[]),
-        })),
-        other => value_hash(other, &[]),
-    };
-    h.write_u64(object_hash);
-    h.finish()
-}
-
-/// The hash of `spec`, fields at their CRD defaults left out.
-fn spec_hash(spec: &serde_json::Map<String, Value>) -> u64 {
-    unordered(
-        spec.iter()
-            .filter(|(k, v)| !defaulted(&SPEC_DEFAULTS, k, v))
-            .map(|(k, v)| match v {
-                Value::Object(run_policy) if k == "runPolicy" => hashed_entry(
-                    k,
-                    unordered(
-                        run_policy
-                            .iter()
-                            .filter(|(k, v)| !defaulted(&RUN_POLICY_DEFAULTS, k, v))
-                            .map(|(k, v)| entry_hash(k, v, &[])),
-                    ),
-                ),
-                _ => entry_hash(k, v, &[]),
-            }),
-    )
-}
-
-/// One hash of entry hashes, the same whatever order they come in.
-fn unordered(entries: impl Iterator<Item = u64>) -> u64 {
-    let (sum, n) = entries.fold((0u64, 0usize), |(sum, n), e| (sum.wrapping_add(e), n + 1));
-    let mut h = DefaultHasher::new();
-    5u8.hash(&mut h);
-    h.write_u64(sum);
-    h.write_usize(n);
-    h.finish()
-}
-
-/// Hash of a JSON value that does not depend on the order of object keys; `skip` names
-/// keys of this (top) level left out.
-fn value_hash(v: &Value, skip: &[&str]) -> u64 {
-    let mut h = DefaultHasher::new();
-    match v {
-        Value::Null => 0u8.hash(&mut h),
-        Value::Bool(b) => (1u8, b).hash(&mut h),
-        Value::Number(n) => {
-            2u8.hash(&mut h);
-            match (n.as_i64(), n.as_u64(), n.as_f64()) {
-                (Some(i), _, _) => i.hash(&mut h),
-                (_, Some(u), _) => u.hash(&mut h),
-                (_, _, f) => f.map(f64::to_bits).hash(&mut h),
-            }
-        }
-        Value::String(s) => (3u8, s).hash(&mut h),
-        Value::Array(items) => {
-            4u8.hash(&mut h);
-            for item in items {
-                h.write_u64(value_hash(item, &[]));
-            }
-            h.write_usize(items.len());
-        }
-        Value::Object(fields) => {
-            return unordered(
-                fields
-                    .iter()
-                    .filter(|(k, _)| !skip.contains(&k.as_str()))
-                    .map(|(k, v)| entry_hash(k, v, &[])),
-            )
+/// The bytes the key is made of: the parts of the request the policies read, then the
+/// object without what the apiserver sets between the two calls.
+fn canonical(input: &Input, object: &Value) -> Vec<u8> {
+    let mut out = Canonical(Vec::with_capacity(1024));
+    out.text(input.operation.as_str());
+    out.text(&input.namespace);
+    out.text(&input.name);
+    out.0.push(u8::from(input.dry_run));
+    out.value(&input.user_info, Level::Plain);
+    match &input.old_object {
+        None => out.0.push(0),
+        Some(old) => {
+            out.0.push(1);
+            out.value(old, Level::Plain);
         }
     }
-    h.finish()
+    out.value(object, Level::Object);
+    out.0
 }
 
-fn entry_hash(k: &str, v: &Value, skip: &[&str]) -> u64 {
-    hashed_entry(k, value_hash(v, skip))
+/// Where in the object a value sits: what of it the key leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// Anywhere else: nothing left out.
+    Plain,
+    /// The object itself: its `metadata`, `spec` and `spec.runPolicy` have rules.
+    Object,
+    Metadata,
+    Spec,
+    RunPolicy,
 }
 
-fn hashed_entry(k: &str, value_hash: u64) -> u64 {
-    let mut h = DefaultHasher::new();
-    k.hash(&mut h);
-    h.write_u64(value_hash);
-    h.finish()
+impl Level {
+    /// Whether the member `k: v` of a value at this level counts.
+    fn keeps(self, k: &str, v: &Value) -> bool {
+        match self {
+            Level::Metadata => !SET_BY_APISERVER.contains(&k),
+            Level::Spec => !defaulted(&SPEC_DEFAULTS, k, v),
+            Level::RunPolicy => !defaulted(&RUN_POLICY_DEFAULTS, k, v),
+            Level::Plain | Level::Object => true,
+        }
+    }
+
+    /// The level of member `k` of a value at this level.
+    fn child(self, k: &str) -> Level {
+        match (self, k) {
+            (Level::Object, "metadata") => Level::Metadata,
+            (Level::Object, "spec") => Level::Spec,
+            (Level::Spec, "runPolicy") => Level::RunPolicy,
+            _ => Level::Plain,
+        }
+    }
+}
+
+/// A prefix-free encoding of JSON values: a type byte, lengths before contents, object
+/// members sorted by key (the apiserver re-encodes the object in an order of its own).
+struct Canonical(Vec<u8>);
+
+impl Canonical {
+    fn len(&mut self, n: usize) {
+        self.0.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+
+    fn text(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    fn value(&mut self, v: &Value, level: Level) {
+        match v {
+            Value::Null => self.0.push(b'n'),
+            Value::Bool(b) => self.0.extend_from_slice(&[b'b', u8::from(*b)]),
+            // One form per number: an integer that fits i64 as one, a larger one as u64,
+            // anything else as the bits of its f64.
+            Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                (Some(i), _, _) => {
+                    self.0.push(b'i');
+                    self.0.extend_from_slice(&i.to_le_bytes());
+                }
+                (_, Some(u), _) => {
+                    self.0.push(b'u');
+                    self.0.extend_from_slice(&u.to_le_bytes());
+                }
+                (_, _, f) => {
+                    self.0.push(b'f');
+                    self.0
+                        .extend_from_slice(&f.map_or(u64::MAX, f64::to_bits).to_le_bytes());
+                }
+            },
+            Value::String(s) => {
+                self.0.push(b's');
+                self.text(s);
+            }
+            Value::Array(items) => {
+                self.0.push(b'a');
+                self.len(items.len());
+                for item in items {
+                    self.value(item, Level::Plain);
+                }
+            }
+            Value::Object(fields) => {
+                let mut kept: Vec<(&String, &Value)> =
+                    fields.iter().filter(|(k, v)| level.keeps(k, v)).collect();
+                kept.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                self.0.push(b'o');
+                self.len(kept.len());
+                for (k, v) in kept {
+                    self.text(k);
+                    self.value(v, level.child(k));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +279,14 @@ mod tests {
 
     fn input(object: Value) -> Input {
         Input::create(object, "ns")
+    }
+
+    /// One process's keys.
+    fn key(input: &Input, object: &Value) -> u128 {
+        static HANDOFF: std::sync::LazyLock<Handoff> = std::sync::LazyLock::new(Handoff::default);
+        HANDOFF
+            .key(input, object)
+            .expect("a key (the system has randomness)")
     }
 
     fn job() -> Value {
@@ -267,6 +332,60 @@ mod tests {
         update.old_object = Some(a.clone());
         changed.push(key(&update, &a));
         assert!(changed.iter().all(|c| *c != k), "{changed:?}");
+    }
+
+    /// The unkeyed 64-bit key wrote an i64 and a u64 with the same bytes under one tag, so
+    /// -1 and 2^64-1 were one key: a job could be handed over as another object.
+    #[test]
+    fn numbers_of_different_values_never_share_a_key() {
+        let mut a = job();
+        a["spec"]["n"] = json!(-1);
+        let mut b = job();
+        b["spec"]["n"] = json!(u64::MAX);
+        assert_ne!(key(&input(a.clone()), &a), key(&input(b.clone()), &b));
+    }
+
+    /// Lengths before contents: text moved across the border of two strings, or of a key and
+    /// its value, or a value moved between nesting levels, is another input.
+    #[test]
+    fn parts_moved_across_borders_are_other_keys() {
+        let mut a = input(job());
+        a.namespace = "ab".into();
+        a.name = "c".into();
+        let mut b = input(job());
+        b.namespace = "a".into();
+        b.name = "bc".into();
+        assert_ne!(key(&a, &job()), key(&b, &job()));
+        let pairs = [
+            (json!({"ab": "c"}), json!({"a": "bc"})),
+            (json!({"a": {"b": 1}}), json!({"a": {}, "b": 1})),
+            (json!({"a": [1, [2]]}), json!({"a": [[1], 2]})),
+            (json!({"a": "1"}), json!({"a": 1})),
+            (json!({"a": null}), json!({"a": false})),
+        ];
+        for (x, y) in pairs {
+            let (mut jx, mut jy) = (job(), job());
+            jx["spec"] = x.clone();
+            jy["spec"] = y.clone();
+            assert_ne!(
+                key(&input(jx.clone()), &jx),
+                key(&input(jy.clone()), &jy),
+                "{x} and {y}"
+            );
+        }
+    }
+
+    /// Same input, same key within a process; another process (another random secret) keys
+    /// it differently, so a key seen or computed elsewhere says nothing here.
+    #[test]
+    fn the_key_is_stable_in_a_process_and_secret_to_it() {
+        let a = job();
+        let here = Handoff::default();
+        let first = here.key(&input(a.clone()), &a);
+        assert!(first.is_some());
+        assert_eq!(first, here.key(&input(a.clone()), &a));
+        let elsewhere = Handoff::default();
+        assert_ne!(first, elsewhere.key(&input(a.clone()), &a));
     }
 
     #[test]

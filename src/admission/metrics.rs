@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::metrics_catalog::{self as catalog, register};
 use crate::policy::Action;
 
 /// `Content-Type` of [`Metrics::render`]'s output.
@@ -124,6 +125,10 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+/// The `reason` labels of `gangplank_client_auth_refusals_total`: no certificate, or one
+/// without the required identity.
+pub const CLIENT_AUTH_REFUSAL_REASONS: [&str; 2] = ["no_certificate", "identity"];
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -139,14 +144,35 @@ pub struct Metrics {
     failures: Family<ReasonLabels, Counter>,
     policy_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
+    client_auth_refusals: Family<ReasonLabels, Counter>,
     policies_loaded: Gauge,
+    reload_failing: Gauge,
+    policy_set: Family<HashLabel, Gauge>,
+    policy_set_loaded: Gauge,
     in_flight: Gauge,
     image_lookups: Family<OutcomeLabels, Counter>,
     inventory_problems: Gauge,
+    inventory_failing_watches: Gauge,
     inventory_cache: Family<CacheLabels, Gauge>,
     inventory_bytes: Family<CacheLabels, Gauge>,
     inventory_publishes: Family<CacheLabels, Counter>,
     handoffs: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HashLabel {
+    /// The policy-set hash: one value per loaded set, and only the serving one is kept.
+    hash: String,
+}
+
+/// The set that serves now, as `/metrics` describes it.
+#[derive(Debug, Clone, Copy)]
+pub struct ServingSet<'a> {
+    pub policies: usize,
+    /// The policy-set hash ([`crate::policy::set_hash`]).
+    pub hash: &'a str,
+    /// Seconds since the Unix epoch when it was loaded.
+    pub loaded_at: u64,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -173,91 +199,98 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("gangplank");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
-            "admission_requests",
-            "Admission reviews answered, by endpoint, job kind (\"other\" for non-training kinds) and decision",
-            requests.clone(),
+        let mut registry = Registry::default();
+        catalog::register_build_info(&mut registry);
+        let requests = register(
+            &mut registry,
+            &catalog::ADMISSION_REQUESTS,
+            Family::<RequestLabels, Counter>::default(),
         );
-        let latency: HistogramFamily<EndpointLabels> =
-            Family::new_with_constructor(latency_histogram);
-        registry.register(
-            "admission_request_duration_seconds",
-            "Time from a complete request body to the response, by endpoint",
-            latency.clone(),
+        let latency: HistogramFamily<EndpointLabels> = register(
+            &mut registry,
+            &catalog::ADMISSION_DURATION,
+            Family::new_with_constructor(latency_histogram),
         );
-        let violations = Family::<ViolationLabels, Counter>::default();
-        registry.register(
-            "policy_violations",
-            "Violations found by validation, by policy and effective action",
-            violations.clone(),
+        let violations = register(
+            &mut registry,
+            &catalog::POLICY_VIOLATIONS,
+            Family::<ViolationLabels, Counter>::default(),
         );
-        let failures = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "admission_evaluation_failures",
-            "Reviews refused because no verdict was reached (fail closed), by reason",
-            failures.clone(),
+        let failures = register(
+            &mut registry,
+            &catalog::EVALUATION_FAILURES,
+            Family::<ReasonLabels, Counter>::default(),
         );
-        let policy_reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "policy_reloads",
-            "Policy directory reloads, by result (success, failure)",
-            policy_reloads.clone(),
+        let policy_reloads = register(
+            &mut registry,
+            &catalog::POLICY_RELOADS,
+            Family::<ResultLabels, Counter>::default(),
         );
-        let tls_reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "tls_reloads",
-            "Serving certificate reloads, by result (success, failure)",
-            tls_reloads.clone(),
+        let reload_failing = register(
+            &mut registry,
+            &catalog::POLICY_RELOAD_FAILING,
+            Gauge::default(),
         );
-        let policies_loaded = Gauge::default();
-        registry.register(
-            "policies_loaded",
-            "Policies in the set that is serving (0 before the first load)",
-            policies_loaded.clone(),
+        let policy_set = register(
+            &mut registry,
+            &catalog::POLICY_SET_INFO,
+            Family::<HashLabel, Gauge>::default(),
         );
-        let in_flight = Gauge::default();
-        registry.register(
-            "admission_in_flight",
-            "Admission reviews being evaluated or waiting for an evaluation slot",
-            in_flight.clone(),
+        let policy_set_loaded =
+            register(&mut registry, &catalog::POLICY_SET_LOADED, Gauge::default());
+        let tls_reloads = register(
+            &mut registry,
+            &catalog::TLS_RELOADS,
+            Family::<ResultLabels, Counter>::default(),
         );
-        let image_lookups = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
-            "image_lookups",
-            "Images of reviews looked up for digest pinning (from the cache or a registry), by outcome (pinned, or why not)",
-            image_lookups.clone(),
+        let client_auth_refusals = register(
+            &mut registry,
+            &catalog::CLIENT_AUTH_REFUSALS,
+            Family::<ReasonLabels, Counter>::default(),
         );
-        let inventory_problems = Gauge::default();
-        registry.register(
-            "cluster_inventory_problems",
-            "Objects of the latest cluster inventory (Nodes, claims, NetworkPolicies, Namespaces...) that could not be read and are left out of it",
-            inventory_problems.clone(),
+        for reason in CLIENT_AUTH_REFUSAL_REASONS {
+            drop(client_auth_refusals.get_or_create(&ReasonLabels { reason }));
+        }
+        let policies_loaded = register(&mut registry, &catalog::POLICIES_LOADED, Gauge::default());
+        let in_flight = register(
+            &mut registry,
+            &catalog::ADMISSION_IN_FLIGHT,
+            Gauge::default(),
         );
-        let inventory_cache = Family::<CacheLabels, Gauge>::default();
-        registry.register(
-            "cache_entries",
-            "What the server's caches hold, by cache: the cluster inventory's nodes, node_classes, nodes_left_out (past --inventory-max-mib), claims, network_policies, namespaces; the image resolver's image_digests (imageResolution.cacheSize) and registry_tokens",
-            inventory_cache.clone(),
+        let image_lookups = register(
+            &mut registry,
+            &catalog::IMAGE_LOOKUPS,
+            Family::<OutcomeLabels, Counter>::default(),
         );
-        let inventory_bytes = Family::<CacheLabels, Gauge>::default();
-        registry.register(
-            "cache_bytes",
-            "Estimated bytes the caches hold: the cluster inventory's nodes and objects (bounded together by --inventory-max-mib), the image resolver's registry_tokens (at most 2 MiB)",
-            inventory_bytes.clone(),
+        let inventory_problems = register(
+            &mut registry,
+            &catalog::INVENTORY_PROBLEMS,
+            Gauge::default(),
         );
-        let inventory_publishes = Family::<CacheLabels, Counter>::default();
-        registry.register(
-            "cluster_inventory_publishes",
-            "New views of the cluster published to the policies, by part (summary: Nodes, queues, StorageClasses; objects: claims, NetworkPolicies, Namespaces); watch events that change nothing the policies read publish none",
-            inventory_publishes.clone(),
+        let inventory_failing_watches = register(
+            &mut registry,
+            &catalog::INVENTORY_FAILING_WATCHES,
+            Gauge::default(),
         );
-        let handoffs = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
-            "validate_handoffs",
-            "Reviews of /validate by whether /mutate had produced the object (hit: the mutation policies were skipped) or not (miss: a full review)",
-            handoffs.clone(),
+        let inventory_cache = register(
+            &mut registry,
+            &catalog::CACHE_ENTRIES,
+            Family::<CacheLabels, Gauge>::default(),
+        );
+        let inventory_bytes = register(
+            &mut registry,
+            &catalog::CACHE_BYTES,
+            Family::<CacheLabels, Gauge>::default(),
+        );
+        let inventory_publishes = register(
+            &mut registry,
+            &catalog::INVENTORY_PUBLISHES,
+            Family::<CacheLabels, Counter>::default(),
+        );
+        let handoffs = register(
+            &mut registry,
+            &catalog::VALIDATE_HANDOFFS,
+            Family::<OutcomeLabels, Counter>::default(),
         );
         for outcome in ["hit", "miss"] {
             drop(handoffs.get_or_create(&OutcomeLabels { outcome }));
@@ -290,9 +323,14 @@ impl Metrics {
             failures,
             policy_reloads,
             tls_reloads,
+            client_auth_refusals,
             policies_loaded,
+            reload_failing,
+            policy_set,
+            policy_set_loaded,
             in_flight,
             inventory_problems,
+            inventory_failing_watches,
             inventory_cache,
             inventory_bytes,
             inventory_publishes,
@@ -339,11 +377,35 @@ impl Metrics {
             .inc();
     }
 
-    pub fn policy_reload(&self, ok: bool, policies: Option<usize>) {
+    /// Counts one reload of the policy directory; a failure marks the directory refused
+    /// until [`Self::set_serving`] reports a set loaded from it.
+    pub fn policy_reload(&self, ok: bool) {
         self.policy_reloads.get_or_create(&result_label(ok)).inc();
-        if let Some(n) = policies {
-            self.set_policies_loaded(n);
+        if !ok {
+            self.reload_failing.set(1);
         }
+    }
+
+    /// The set that serves now (at start, and after each successful reload): its size, its
+    /// hash as the one `gangplank_policy_set_info` series, and when it was loaded.
+    pub fn set_serving(&self, set: ServingSet<'_>) {
+        self.set_policies_loaded(set.policies);
+        self.reload_failing.set(0);
+        // Only the serving set's hash: a replica reports one set, whatever it served before.
+        self.policy_set.clear();
+        self.policy_set
+            .get_or_create(&HashLabel {
+                hash: set.hash.to_string(),
+            })
+            .set(1);
+        self.policy_set_loaded
+            .set(i64::try_from(set.loaded_at).unwrap_or(i64::MAX));
+    }
+
+    /// Sets how many watches of the cluster inventory are failing now.
+    pub fn set_inventory_failing_watches(&self, n: usize) {
+        self.inventory_failing_watches
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Sets how many objects the latest cluster inventory left out as unreadable.
@@ -396,8 +458,8 @@ impl Metrics {
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
-    /// Size of the set that serves (at start, and after each successful reload).
-    pub fn set_policies_loaded(&self, n: usize) {
+    /// Size of the set that serves.
+    fn set_policies_loaded(&self, n: usize) {
         self.policies_loaded
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
@@ -428,6 +490,20 @@ impl Metrics {
 
     pub fn tls_reload(&self, ok: bool) {
         self.tls_reloads.get_or_create(&result_label(ok)).inc();
+    }
+
+    /// Counts a request refused under `--client-ca`; `reason` is one of
+    /// [`CLIENT_AUTH_REFUSAL_REASONS`].
+    pub fn client_auth_refusal(&self, reason: &'static str) {
+        self.client_auth_refusals
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    pub fn client_auth_refusals_with(&self, reason: &'static str) -> u64 {
+        self.client_auth_refusals
+            .get_or_create(&ReasonLabels { reason })
+            .get()
     }
 
     /// Tracks a review in flight until the guard drops.
@@ -503,7 +579,7 @@ mod tests {
         let m = Metrics::new();
         m.request(Endpoint::Mutate, "TFJob", Decision::Patched, 0.0002);
         m.violation("images", Action::Deny);
-        m.policy_reload(false, None);
+        m.policy_reload(false);
         m.tls_reload(true);
         m.failure(Failure::Timeout);
         m.image_lookup("pinned");

@@ -12,6 +12,8 @@
 //! - [`reload`]: the serving policy set and its hot reload.
 //! - [`tls`]: the serving certificate and its hot reload.
 //! - [`client_auth`]: optional mutual TLS (`--client-ca`) and its reload.
+//! - [`client_identity`]: the subject or SAN a client certificate must carry
+//!   (`--client-ca-subject`, `--client-san`).
 //! - [`drain`]: shutting down without losing a request (Connection: close, GOAWAY).
 //! - [`scrape`]: `/metrics` on a plain-HTTP listener of its own (`--metrics-addr`).
 //! - [`connections`]: open connections, bounded by evicting the least recently active.
@@ -22,6 +24,7 @@ pub mod body;
 pub mod budget;
 pub mod certs;
 pub mod client_auth;
+pub mod client_identity;
 pub mod connections;
 pub mod drain;
 pub mod handler;

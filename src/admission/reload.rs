@@ -12,9 +12,9 @@
 //!
 //! # Assumptions
 //! Changes are detected by content: the files the loader reads (top-level `*.rego`,
-//! `lib/**/*.rego`, `params.yaml`) are hashed on every poll. A ConfigMap volume updates them
-//! through an atomic `..data` symlink swap that modification times and file watches on the
-//! paths can miss; reading through the paths sees it.
+//! `lib/**/*.rego`, `params.yaml`, `exceptions/*.yaml`) are hashed on every poll. A
+//! ConfigMap volume updates them through an atomic `..data` symlink swap that modification
+//! times and file watches on the paths can miss; reading through the paths sees it.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -24,10 +24,10 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwapOption;
 use tracing::{error, info};
 
-use super::metrics::Metrics;
+use super::metrics::{Metrics, ServingSet};
 use crate::cluster::ClusterHandle;
 use crate::policy::load::{rego_files, PARAMS_FILE};
-use crate::policy::{LoadError, PolicySet};
+use crate::policy::{LoadError, LoadOptions, PolicySet};
 use crate::trainer::RuntimeCatalog;
 
 /// The serving policy set of one directory.
@@ -40,6 +40,8 @@ pub struct PolicyStore {
     cluster: ClusterHandle,
     /// The Trainer runtimes every set of this store renders TrainJobs with.
     runtimes: RuntimeCatalog,
+    /// The flags every set of this store is loaded with (`--default-action`).
+    options: LoadOptions,
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +62,9 @@ pub struct PolicyStatus {
     pub loaded: bool,
     pub policies: usize,
     pub generation: u64,
+    /// The policy-set hash of the serving set ([`crate::policy::set_hash`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
     /// Seconds since the Unix epoch when the serving set was loaded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loaded_at: Option<u64>,
@@ -77,12 +82,23 @@ impl PolicyStore {
 
     /// Loads `dir` once; this set and every reloaded one read `data.cluster` from `cluster`.
     pub fn load_with_cluster(dir: &Path, cluster: ClusterHandle) -> Result<PolicyStore, LoadError> {
+        PolicyStore::load_configured(dir, cluster, LoadOptions::default())
+    }
+
+    /// [`PolicyStore::load_with_cluster`], this set and every reloaded one loaded with
+    /// `options`.
+    pub fn load_configured(
+        dir: &Path,
+        cluster: ClusterHandle,
+        options: LoadOptions,
+    ) -> Result<PolicyStore, LoadError> {
         let seen = fingerprint(dir);
         let runtimes = RuntimeCatalog::default();
-        let set = PolicySet::load(dir)?
+        let set = PolicySet::load_with(dir, options)?
             .with_cluster(cluster.clone())
             .with_runtimes(runtimes.clone());
         Ok(PolicyStore {
+            options,
             cluster,
             runtimes,
             dir: dir.to_path_buf(),
@@ -104,6 +120,7 @@ impl PolicyStore {
     /// A store with a set already compiled (tests, benchmarks).
     pub fn with_set(dir: &Path, set: PolicySet) -> PolicyStore {
         PolicyStore {
+            options: set.sources().options,
             cluster: set.cluster().clone(),
             runtimes: set.runtimes().clone(),
             dir: dir.to_path_buf(),
@@ -123,11 +140,9 @@ impl PolicyStore {
     }
 
     pub fn status(&self) -> PolicyStatus {
-        let policies = self
-            .current
-            .load()
-            .as_ref()
-            .map_or(0, |s| s.policies().len());
+        let current = self.current.load();
+        let policies = current.as_ref().map_or(0, |s| s.policies().len());
+        let hash = current.as_ref().map(|s| s.sources().hash.clone());
         let (generation, loaded_at, refused) = self
             .state
             .lock()
@@ -138,10 +153,22 @@ impl PolicyStore {
             loaded: self.current.load().is_some(),
             policies,
             generation,
-            loaded_at: loaded_at
-                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .map(|d| d.as_secs()),
+            hash,
+            loaded_at: loaded_at.map(unix_seconds),
             refused,
+        }
+    }
+
+    /// Tells `metrics` which set serves: its size, hash and load time (`serve` calls it
+    /// once at start; each successful reload says it again).
+    pub fn export_serving(&self, metrics: &Metrics) {
+        let status = self.status();
+        if let (Some(hash), Some(loaded_at)) = (status.hash.as_deref(), status.loaded_at) {
+            metrics.set_serving(ServingSet {
+                policies: status.policies,
+                hash,
+                loaded_at,
+            });
         }
     }
 
@@ -158,7 +185,7 @@ impl PolicyStore {
             state.seen = seen;
         }
         let started = std::time::Instant::now();
-        let loaded = PolicySet::load(&self.dir).map(|s| {
+        let loaded = PolicySet::load_with(&self.dir, self.options).map(|s| {
             s.with_cluster(self.cluster.clone())
                 .with_runtimes(self.runtimes.clone())
         });
@@ -168,10 +195,16 @@ impl PolicyStore {
                 let n = set.policies().len();
                 // Bookkeeping first, then the swap: whoever is judged by the new set also
                 // sees its generation and reload count (readyz waits on the lock held here).
+                let now = SystemTime::now();
                 state.generation += 1;
-                state.loaded_at = Some(SystemTime::now());
+                state.loaded_at = Some(now);
                 state.refused = None;
-                metrics.policy_reload(true, Some(n));
+                metrics.policy_reload(true);
+                metrics.set_serving(ServingSet {
+                    policies: n,
+                    hash: &set.sources().hash,
+                    loaded_at: unix_seconds(now),
+                });
                 self.current.store(Some(Arc::new(set)));
                 info!(dir = %self.dir.display(), policies = n, generation = state.generation,
                     compile_ms = started.elapsed().as_millis() as u64, "policies reloaded");
@@ -179,7 +212,7 @@ impl PolicyStore {
             }
             Err(e) => {
                 let message = super::error_chain(&e);
-                metrics.policy_reload(false, None);
+                metrics.policy_reload(false);
                 error!(dir = %self.dir.display(), error = %message,
                     "policy reload failed; the previous set keeps serving");
                 state.refused = Some(message);
@@ -187,6 +220,11 @@ impl PolicyStore {
             }
         }
     }
+}
+
+fn unix_seconds(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A hash of every file the loader reads, with their names. Unreadable entries hash their
@@ -202,6 +240,10 @@ fn fingerprint(dir: &Path) -> u64 {
         }
     }
     files.push(dir.join(PARAMS_FILE));
+    match crate::policy::exceptions::paths(dir) {
+        Ok(more) => files.extend(more),
+        Err(e) => e.to_string().hash(&mut h),
+    }
     dir.is_dir().hash(&mut h);
     for path in files {
         path.hash(&mut h);

@@ -28,8 +28,12 @@
 //!   the least recently active one ([`super::connections`]), so idle connections cannot lock
 //!   the apiserver out or grow memory past the Pod's limit.
 //! - With [`Config::client_ca`], `/mutate`, `/validate` and `/metrics` answer only clients
-//!   whose certificate it signed (403 otherwise); `/healthz` and `/readyz` answer anyone
+//!   whose certificate it signed and, when it requires one, carries the required subject or
+//!   SAN (403 otherwise, before the body is read); `/healthz` and `/readyz` answer anyone
 //!   ([`super::client_auth`] says why).
+//! - Only a client so authenticated is told what other objects of the review's namespace
+//!   hold (claims' modes and classes, NetworkPolicies): anyone else gets the same verdict,
+//!   worded without them ([`crate::review::Caller`]).
 //! - On shutdown readiness turns false at once and clients are told to leave (HTTP/1.1
 //!   answers carry `Connection: close`, HTTP/2 connections get GOAWAY: [`super::drain`]);
 //!   the listener keeps accepting for [`Config::shutdown_delay`] (endpoints take a moment to
@@ -81,6 +85,7 @@ use super::refusal::{busy, refuse, slow, too_large, too_many_values};
 use super::reload::PolicyStore;
 use super::scrape;
 use super::tls::ServingCert;
+use crate::review::Caller;
 
 pub use super::limits::*;
 
@@ -129,6 +134,8 @@ pub struct Shared {
     phases: Arc<Phases>,
     /// Admission routes and `/metrics` require a verified client certificate.
     client_auth: bool,
+    /// What that certificate must carry, for the log of a refusal ("any" without one).
+    required_identity: String,
     /// JSON values a body may hold to be parsed ([`PARSED_VALUES_PER_JUDGED_VALUE`]).
     max_parsed_values: u64,
     /// `/metrics` is served on this other listener instead.
@@ -156,6 +163,11 @@ impl Shared {
             serving: AtomicBool::new(false),
             phases: Arc::default(),
             client_auth: config.client_ca.is_some(),
+            required_identity: config
+                .client_ca
+                .as_ref()
+                .and_then(|ca| ca.identity())
+                .map_or_else(|| "any".to_string(), ToString::to_string),
             max_parsed_values: u64::try_from(config.limits.max_values)
                 .unwrap_or(u64::MAX)
                 .saturating_mul(PARSED_VALUES_PER_JUDGED_VALUE),
@@ -200,22 +212,43 @@ async fn validate(State(s): State<Arc<Shared>>, req: Request) -> Response {
     }
 }
 
-/// With `--client-ca`, a 403 for a connection without a verified client certificate. Plain
-/// text, not an AdmissionReview: the apiserver, the only caller meant to reach these routes,
-/// presents its certificate, and the body of anyone else is not read.
+/// Who sent `req`: authenticated only by a certificate `--client-ca` signed (with the
+/// required identity); in-process requests carry no [`Peer`] and are anonymous.
+fn caller(req: &Request) -> Caller {
+    match req.extensions().get::<Peer>() {
+        Some(Peer::Authenticated) => Caller::Authenticated,
+        _ => Caller::Anonymous,
+    }
+}
+
+/// With `--client-ca`, a 403 for a connection without a verified client certificate, or
+/// with one that lacks the required identity (counted, and logged: a certificate of the
+/// apiserver's CA that is not the apiserver's is worth a look). Plain text, not an
+/// AdmissionReview: the apiserver, the only caller meant to reach these routes, presents
+/// its certificate, and the body of anyone else is not read.
 fn refuse_unverified(s: &Shared, req: &Request, route: &str) -> Option<Response> {
-    let verified = req.extensions().get::<Peer>().is_some_and(|p| p.verified);
-    if !s.client_auth || verified {
+    if !s.client_auth {
         return None;
     }
-    debug!(route, "refused: no verified client certificate");
-    Some(text(
-        StatusCode::FORBIDDEN,
-        format!("{route} requires a client certificate signed by gangplank's --client-ca (GANGPLANK_CLIENT_CA); this connection presented none\n"),
-    ))
+    let message = match req.extensions().get::<Peer>() {
+        Some(Peer::Authenticated) => return None,
+        Some(Peer::OtherIdentity(presented)) => {
+            warn!(route, presented = %presented, required = %s.required_identity,
+                "refused: a client certificate signed by --client-ca without the required identity");
+            s.metrics.client_auth_refusal("identity");
+            format!("{route} requires a client certificate signed by gangplank's --client-ca that carries the identity --client-ca-subject / --client-san name (GANGPLANK_CLIENT_CA_SUBJECT, GANGPLANK_CLIENT_SAN); this connection's carries {presented}\n")
+        }
+        Some(Peer::Anonymous) | None => {
+            debug!(route, "refused: no verified client certificate");
+            s.metrics.client_auth_refusal("no_certificate");
+            format!("{route} requires a client certificate signed by gangplank's --client-ca (GANGPLANK_CLIENT_CA); this connection presented none\n")
+        }
+    };
+    Some(text(StatusCode::FORBIDDEN, message))
 }
 
 async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
+    let caller = caller(&req);
     let started = std::time::Instant::now();
     let limit = s.max_body_bytes;
     let declared = req
@@ -237,7 +270,7 @@ async fn admit(s: &Shared, endpoint: Endpoint, req: Request) -> Response {
     );
     let (unkept, refusal) = match read.await {
         Ok(bytes) => {
-            return judge(s, endpoint, &bytes, &mut budget).await;
+            return judge(s, endpoint, &bytes, caller, &mut budget).await;
         }
         Err(BodyError::Unreadable(e)) => {
             debug!(error = %e, "request body unreadable");
@@ -277,9 +310,10 @@ async fn judge(
     s: &Shared,
     endpoint: Endpoint,
     body: &[u8],
+    caller: Caller,
     budget: &mut super::budget::Reservation,
 ) -> Response {
-    let answer = handler::admit_within(&s.admission, endpoint, body, budget).await;
+    let answer = handler::admit_within(&s.admission, endpoint, body, caller, budget).await;
     let status =
         StatusCode::from_u16(answer.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let content_type = if answer.json {
@@ -358,7 +392,7 @@ impl Server {
         };
         // The port bound (port 0 picks one), for the webhook port's pointer to it.
         config.metrics_addr = scrape.as_ref().and_then(|l| l.local_addr().ok());
-        metrics.set_policies_loaded(policies.status().policies);
+        policies.export_serving(&metrics);
         let shared = Shared::new(&config, policies.clone(), cert.clone(), metrics.clone());
         Ok(Server {
             listener,
@@ -420,7 +454,7 @@ impl Server {
                 stopped(stop_rx.clone()),
             )),
         ];
-        if let Some(ca) = client_ca {
+        if let Some(ca) = client_ca.clone() {
             tasks.push(tokio::spawn(super::client_auth::watch(
                 ca,
                 metrics.clone(),
@@ -481,6 +515,7 @@ impl Server {
                 debug!(%peer, "at the connection bound: closed the least recently active connection");
             }
             let (acceptor, routes, builder) = (acceptor.clone(), routes.clone(), builder.clone());
+            let client_ca = client_ca.clone();
             let (phases, open) = (shared.phases.watch(), open_tx.clone());
             tokio::spawn(async move {
                 let state = slot.state().clone();
@@ -500,14 +535,12 @@ impl Server {
                     };
                     let session = tls.get_ref().1;
                     let h2 = session.alpn_protocol() == Some(b"h2");
-                    // With --client-ca a certificate presented was verified in the handshake
-                    // (one of another CA fails it): having one is being verified.
-                    let client = Peer {
-                        verified: session.peer_certificates().is_some_and(|c| !c.is_empty()),
-                    };
+                    let client = client_ca
+                        .as_ref()
+                        .map_or(Peer::Anonymous, |ca| ca.peer(session.peer_certificates()));
                     let service = TowerToHyperService::new(routes.map_request(
                         move |mut req: Request<Incoming>| {
-                            req.extensions_mut().insert(client);
+                            req.extensions_mut().insert(client.clone());
                             req
                         },
                     ));

@@ -30,6 +30,9 @@ const ELLIPSIS: &str = "...";
 
 /// Deny violations refuse (403, one `[policy] path: message` per line); warn violations
 /// become bounded warnings; audit violations become audit annotations keyed by policy.
+/// Exempted findings refuse nothing: those an exception excuses are warnings that name it
+/// and its expiry ([`Decision::warnings`]); those params.yaml exempts are audit
+/// annotations, like audit violations, since the platform team chose them for good.
 pub fn for_decision(decision: &Decision) -> Verdict {
     let mut verdict = match decision.denial_message() {
         None => Verdict::allow(),
@@ -43,9 +46,12 @@ pub fn for_decision(decision: &Decision) -> Verdict {
             .insert(FULL_WARNINGS_KEY.to_string(), warnings.join("\n"));
     }
     verdict.warnings = bounded;
-    verdict
-        .audit_annotations
-        .extend(audit_annotations(decision.with_action(Action::Audit)));
+    let exempted = decision
+        .exempted()
+        .filter(|v| v.exempted.as_ref().is_some_and(|e| e.exception.is_none()));
+    verdict.audit_annotations.extend(audit_annotations(
+        decision.with_action(Action::Audit).chain(exempted),
+    ));
     verdict
 }
 
@@ -56,7 +62,7 @@ fn audit_annotations<'a>(found: impl Iterator<Item = &'a Violation>) -> BTreeMap
         if !entry.is_empty() {
             entry.push_str("; ");
         }
-        entry.push_str(&v.render());
+        entry.push_str(&v.render_exempted());
     }
     audit
 }

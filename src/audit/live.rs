@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::Audit;
+use crate::cluster::priority_classes::resource as priority_classes;
 use crate::cluster::Inventory;
 use crate::job::kinds::KINDS;
 use crate::job::KindSpec;
@@ -26,9 +27,9 @@ use crate::review::DocumentError;
 /// address in the kubeconfig is reported before the user gives up on the command.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
 
-/// Objects per list request: the page size kubectl uses, so a cluster with many thousands
-/// of jobs is read in bounded responses.
-const PAGE: u32 = 500;
+/// Objects per list request unless `--page-size` says otherwise: the page size kubectl
+/// uses, so a cluster with many thousands of jobs is read in bounded responses.
+pub const PAGE: u32 = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -71,8 +72,8 @@ pub async fn connect() -> Result<(kube::Client, String), ConnectError> {
 /// Nodes and, when their CRDs are installed, Volcano Queues and Kueue ClusterQueues and
 /// LocalQueues; `Err` says what could not be listed (the cluster-aware policies then stay
 /// silent, which the caller notes).
-pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
-    let nodes = list_all(&Api::<Node>::all(client.clone()))
+pub async fn inventory(client: &kube::Client, page: u32) -> Result<Inventory, String> {
+    let nodes = list_all(&Api::<Node>::all(client.clone()), page)
         .await
         .map_err(|e| format!("cannot list Nodes: {}", crate::error_chain(&e)))?;
     let [cluster_queues, local_queues] = crate::cluster::watch::kueue_resources();
@@ -84,14 +85,16 @@ pub async fn inventory(client: &kube::Client) -> Result<Inventory, String> {
             client,
             &crate::cluster::watch::queue_resource(),
             "Volcano Queues",
+            page,
         )
         .await?,
-        kueue_cluster_queues: custom(client, &cluster_queues, "Kueue ClusterQueues").await?,
-        kueue_local_queues: custom(client, &local_queues, "Kueue LocalQueues").await?,
-        claims: listable(client, &claims, "PersistentVolumeClaims").await?,
-        storage_classes: listable(client, &classes, "StorageClasses").await?,
-        network_policies: listable(client, &network_policies, "NetworkPolicies").await?,
-        namespaces: listable(client, &namespaces, "Namespaces").await?,
+        kueue_cluster_queues: custom(client, &cluster_queues, "Kueue ClusterQueues", page).await?,
+        kueue_local_queues: custom(client, &local_queues, "Kueue LocalQueues", page).await?,
+        claims: listable(client, &claims, "PersistentVolumeClaims", page).await?,
+        storage_classes: listable(client, &classes, "StorageClasses", page).await?,
+        priority_classes: listable(client, &priority_classes(), "PriorityClasses", page).await?,
+        network_policies: listable(client, &network_policies, "NetworkPolicies", page).await?,
+        namespaces: listable(client, &namespaces, "Namespaces", page).await?,
         // Unknown (null) when discovery cannot answer: the rule that reads it stays quiet.
         native_gang_api: crate::cluster::discovery::native_gang_api(client)
             .await
@@ -107,8 +110,9 @@ async fn listable(
     client: &kube::Client,
     resource: &ApiResource,
     what: &str,
+    page: u32,
 ) -> Result<Option<Vec<Value>>, String> {
-    listed(client, resource, what, &[403, 404]).await
+    listed(client, resource, what, &[403, 404], page).await
 }
 
 /// Every object of a custom resource, as JSON; `None` when its CRD is not installed.
@@ -116,8 +120,9 @@ async fn custom(
     client: &kube::Client,
     resource: &ApiResource,
     what: &str,
+    page: u32,
 ) -> Result<Option<Vec<Value>>, String> {
-    listed(client, resource, what, &[404]).await
+    listed(client, resource, what, &[404], page).await
 }
 
 /// Every object of `resource`; `None` when the API server answers one of `unknown_on`.
@@ -126,8 +131,9 @@ async fn listed(
     resource: &ApiResource,
     what: &str,
     unknown_on: &[u16],
+    page: u32,
 ) -> Result<Option<Vec<Value>>, String> {
-    match list_json(client, resource).await {
+    match list_json(client, resource, page).await {
         Ok(items) => Ok(Some(items)),
         Err(kube::Error::Api(status)) if unknown_on.contains(&status.code) => Ok(None),
         Err(e) => Err(format!("cannot list {what}: {}", crate::error_chain(&e))),
@@ -137,9 +143,10 @@ async fn listed(
 async fn list_json(
     client: &kube::Client,
     resource: &ApiResource,
+    page: u32,
 ) -> Result<Vec<Value>, kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-    let items = list_all(&api).await?;
+    let items = list_all(&api, page).await?;
     Ok(items
         .iter()
         .filter_map(|o| serde_json::to_value(o).ok())
@@ -151,6 +158,7 @@ async fn list_json(
 pub async fn jobs(
     client: &kube::Client,
     namespace: Option<&str>,
+    page: u32,
     audit: &mut Audit,
 ) -> Vec<(Value, String)> {
     let mut out = Vec::new();
@@ -167,7 +175,7 @@ pub async fn jobs(
             None => Api::all_with(client.clone(), &resource),
         };
         let what = format!("{}.{}/{}", resource.plural, spec.group, spec.version);
-        match list_all(&api).await {
+        match list_all(&api, page).await {
             Ok(items) => out.extend(items.into_iter().filter_map(|mut item| {
                 item.types = Some(kube::api::TypeMeta {
                     api_version: spec.api_version(),
@@ -182,7 +190,7 @@ pub async fn jobs(
             }),
         }
     }
-    out.extend(trainer_objects(client, namespace, audit).await);
+    out.extend(trainer_objects(client, namespace, page, audit).await);
     out
 }
 
@@ -191,6 +199,7 @@ pub async fn jobs(
 async fn trainer_objects(
     client: &kube::Client,
     namespace: Option<&str>,
+    page: u32,
     audit: &mut Audit,
 ) -> Vec<(Value, String)> {
     use crate::trainer::{TrainerKind, GROUP, VERSION};
@@ -217,7 +226,7 @@ async fn trainer_objects(
             _ => Api::all_with(client.clone(), &resource),
         };
         let what = format!("{plural}.{GROUP}/{VERSION}");
-        match list_all(&api).await {
+        match list_all(&api, page).await {
             Ok(items) => out.extend(items.into_iter().filter_map(|mut item| {
                 item.types = Some(kube::api::TypeMeta {
                     api_version: resource.api_version.clone(),
@@ -280,19 +289,32 @@ async fn discover(client: &kube::Client, audit: &mut Audit) -> Vec<(&'static Kin
     found
 }
 
-/// Every object of `api`, page by page.
-async fn list_all<K>(api: &Api<K>) -> Result<Vec<K>, kube::Error>
+/// Every object of `api` that `params` selects, `page` objects per request (limit and
+/// continue): a large cluster is never read in one response.
+pub async fn list_all_with<K>(
+    api: &Api<K>,
+    mut params: ListParams,
+    page: u32,
+) -> Result<Vec<K>, kube::Error>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
     let mut items = Vec::new();
-    let mut params = ListParams::default().limit(PAGE);
+    params = params.limit(page);
     loop {
-        let page = api.list(&params).await?;
-        items.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+        let listed = api.list(&params).await?;
+        items.extend(listed.items);
+        match listed.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(items),
         }
     }
+}
+
+/// Every object of `api`, page by page.
+async fn list_all<K>(api: &Api<K>, page: u32) -> Result<Vec<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    list_all_with(api, ListParams::default(), page).await
 }

@@ -2,7 +2,8 @@
 //!
 //! Entry points: [`judge`] (one stored job → an [`AuditedJob`]), [`Audit`] (every job of a
 //! run, with what could not be read), [`snapshot::read`] and [`live::collect`] (where the
-//! jobs come from) and [`report`] (table, JSON, PolicyReports).
+//! jobs come from), [`report`] (table, JSON, PolicyReports) and [`publish`] (the
+//! PolicyReports written back to the cluster: `audit --write-reports`).
 //!
 //! # Guarantees
 //! - Each job is judged as a CREATE of its current object: "would this job be admitted if it
@@ -18,6 +19,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod live;
+pub mod publish;
 pub mod report;
 pub mod snapshot;
 
@@ -54,17 +56,23 @@ pub struct AuditedJob {
 }
 
 impl AuditedJob {
-    /// `denied`, `warned`, `audited`, `passed`, `skipped` or `error`: the worst finding.
+    /// `denied`, `warned`, `audited`, `exempted`, `passed`, `skipped` or `error`: the
+    /// worst finding; `exempted` when every finding is excused by an exemption or an
+    /// exception.
     pub fn label(&self) -> &'static str {
         match &self.verdict {
             Verdict::Skipped(_) => "skipped",
             Verdict::Error(_) => "error",
-            Verdict::Judged(v) => match v.iter().map(|v| v.action).min() {
-                Some(Action::Deny) => "denied",
-                Some(Action::Warn) => "warned",
-                Some(Action::Audit) => "audited",
-                None => "passed",
-            },
+            Verdict::Judged(v) => {
+                let counted = v.iter().filter(|v| v.exempted.is_none());
+                match counted.map(|v| v.action).min() {
+                    Some(Action::Deny) => "denied",
+                    Some(Action::Warn) => "warned",
+                    Some(Action::Audit) => "audited",
+                    None if !v.is_empty() => "exempted",
+                    None => "passed",
+                }
+            }
         }
     }
 
@@ -164,6 +172,8 @@ pub struct Summary {
     pub denied: usize,
     pub warned: usize,
     pub audited: usize,
+    /// Jobs whose every finding an exemption or an exception excuses.
+    pub exempted: usize,
     pub passed: usize,
     pub skipped: usize,
     pub errors: usize,
@@ -178,6 +188,7 @@ impl Audit {
             denied: self.count("denied"),
             warned: self.count("warned"),
             audited: self.count("audited"),
+            exempted: self.count("exempted"),
             passed: self.count("passed"),
             skipped: self.count("skipped"),
             errors: self.count("error"),
@@ -204,12 +215,7 @@ mod tests {
     }
 
     fn violation(action: Action) -> Violation {
-        Violation {
-            policy: "p".into(),
-            action,
-            path: String::new(),
-            msg: "m".into(),
-        }
+        Violation::new("p", action, String::new(), "m".into())
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! How `gangplank audit` shows its results: a table for people, JSON for tools, and
 //! `wgpolicyk8s.io/v1alpha2` PolicyReports for Policy Reporter and the like.
 //!
-//! Entry points: [`write_table`], [`to_json`], [`policy_reports`]. The shapes are
-//! documented in README.md ("Auditing existing jobs"); the JSON is a contract, so fields are
+//! Entry points: [`write_table`], [`to_json`], [`policy_reports`] (one per namespace, for
+//! `kubectl apply`) and [`job_reports`] (one per job with findings, for
+//! `audit --write-reports`). The shapes are
+//! documented in docs/src/auditing.md; the JSON is a contract, so fields are
 //! only ever added.
 
 use std::collections::BTreeMap;
@@ -17,6 +19,10 @@ use crate::policy::{Action, PolicySet, Violation};
 pub const SOURCE: &str = "gangplank";
 /// One report per namespace, under this name, so a later run's `kubectl apply` replaces it.
 pub const REPORT_NAME: &str = "gangplank-audit";
+/// The label, with the value [`SOURCE`], on every report gangplank writes: how
+/// `audit --write-reports` tells its own reports from other tools' (it lists, replaces and
+/// deletes only reports that carry it).
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
 /// One row per violation (and per skipped or failed job); jobs without violations are
 /// counted per namespace below the table; unreadable sources follow.
@@ -39,9 +45,14 @@ pub fn write_table(w: &mut impl Write, audit: &Audit) -> io::Result<()> {
         writeln!(w, "UNREADABLE {}: {}", e.source, e.message)?;
     }
     let s = audit.summary();
+    // Said only when some are: most clusters have no exemptions or exceptions.
+    let exempted = match s.exempted {
+        0 => String::new(),
+        n => format!("{n} exempted, "),
+    };
     writeln!(
         w,
-        "{} jobs audited: {} denied, {} with warnings, {} audit-only, {} without violations, {} skipped, {} policy errors; {} unreadable",
+        "{} jobs audited: {} denied, {} with warnings, {} audit-only, {exempted}{} without violations, {} skipped, {} policy errors; {} unreadable",
         s.jobs, s.denied, s.warned, s.audited, s.passed, s.skipped, s.errors, s.unreadable
     )
 }
@@ -62,7 +73,14 @@ fn job_rows(job: &AuditedJob) -> Vec<[String; 6]> {
         Verdict::Error(e) => vec![row("error", "-", e.clone())],
         Verdict::Judged(violations) => violations
             .iter()
-            .map(|v| row(v.action.as_str(), &v.policy, located(v)))
+            .map(|v| match &v.exempted {
+                Some(e) => row(
+                    "exempt",
+                    &v.policy,
+                    format!("{} ({})", located(v), e.describe()),
+                ),
+                None => row(v.action.as_str(), &v.policy, located(v)),
+            })
             .collect(),
     }
 }
@@ -106,7 +124,7 @@ fn passed_per_namespace(audit: &Audit) -> BTreeMap<&str, usize> {
     passed
 }
 
-/// The `-o json` document (README.md, "Auditing existing jobs").
+/// The `-o json` document (docs/src/auditing.md).
 pub fn to_json(audit: &Audit) -> Value {
     let jobs: Vec<Value> = audit.jobs.iter().map(job_json).collect();
     let unreadable: Vec<Value> = audit
@@ -128,7 +146,14 @@ fn job_json(job: &AuditedJob) -> Value {
     let violations: Vec<Value> = job
         .violations()
         .iter()
-        .map(|v| json!({"policy": v.policy, "action": v.action, "path": v.path, "message": v.msg}))
+        .map(|v| {
+            let mut found =
+                json!({"policy": v.policy, "action": v.action, "path": v.path, "message": v.msg});
+            if let (Some(e), Some(fields)) = (&v.exempted, found.as_object_mut()) {
+                fields.insert("exempted".into(), json!(e));
+            }
+            found
+        })
         .collect();
     let reason = match &job.verdict {
         Verdict::Skipped(reason) | Verdict::Error(reason) => Value::from(reason.as_str()),
@@ -161,11 +186,46 @@ pub fn policy_reports(audit: &Audit, set: &PolicySet, now: i64) -> Vec<Value> {
     }
     by_namespace
         .into_iter()
-        .map(|(namespace, results)| report(namespace, results))
+        .map(|(namespace, results)| report(REPORT_NAME, namespace, results))
         .collect()
 }
 
-fn report(namespace: &str, results: Vec<Value>) -> Value {
+/// One PolicyReport per job with a finding (a `fail`, `warn`, `error` or `skip` result),
+/// with the results [`policy_reports`] gives that job, `scope` naming the job, and the name
+/// `gangplank-<uid>`, as Kyverno names its per-resource reports: a report stays bounded by
+/// one job's results however many jobs a namespace holds (a namespace-wide report of
+/// thousands of jobs would pass etcd's 1.5 MiB object limit), and a job deleted and created
+/// again under its name gets a new report while the old one is stale. A job without findings
+/// has no report. Jobs without a uid (a snapshot's) have none either: only a live cluster's
+/// jobs are written back.
+pub fn job_reports(audit: &Audit, set: &PolicySet, now: i64) -> Vec<Value> {
+    audit
+        .jobs
+        .iter()
+        .filter(|job| !job.uid.is_empty())
+        .filter_map(|job| {
+            let results = job_results(job, set, now);
+            if results.iter().all(|r| r["result"] == "pass") {
+                return None;
+            }
+            let name = format!("{SOURCE}-{}", job.uid);
+            let mut report = report(&name, &job.namespace, results);
+            let scope = json!({
+                "apiVersion": job.api_version,
+                "kind": job.kind,
+                "name": job.name,
+                "namespace": job.namespace,
+                "uid": job.uid,
+            });
+            if let Some(fields) = report.as_object_mut() {
+                fields.insert("scope".into(), scope);
+            }
+            Some(report)
+        })
+        .collect()
+}
+
+fn report(name: &str, namespace: &str, results: Vec<Value>) -> Value {
     let mut summary = Map::new();
     for outcome in ["pass", "fail", "warn", "error", "skip"] {
         let n = results.iter().filter(|r| r["result"] == outcome).count();
@@ -175,9 +235,9 @@ fn report(namespace: &str, results: Vec<Value>) -> Value {
         "apiVersion": "wgpolicyk8s.io/v1alpha2",
         "kind": "PolicyReport",
         "metadata": {
-            "name": REPORT_NAME,
+            "name": name,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": SOURCE},
+            "labels": {MANAGED_BY: SOURCE},
         },
         "summary": summary,
         "results": results,
@@ -215,12 +275,19 @@ fn job_results(job: &AuditedJob, set: &PolicySet, now: i64) -> Vec<Value> {
     let mut out: Vec<Value> = violations
         .iter()
         .map(|v| {
-            let outcome = if v.action == Action::Deny {
-                "fail"
-            } else {
-                "warn"
+            // An excused finding is a `skip`, as Kyverno reports a PolicyException's.
+            let outcome = match (&v.exempted, v.action) {
+                (Some(_), _) => "skip",
+                (None, Action::Deny) => "fail",
+                (None, _) => "warn",
             };
-            let properties = json!({"action": v.action.as_str(), "path": v.path});
+            let mut properties = json!({"action": v.action.as_str(), "path": v.path});
+            if let (Some(e), Some(p)) = (&v.exempted, properties.as_object_mut()) {
+                p.insert("exempted".into(), Value::from(e.describe()));
+                if let Some(name) = &e.exception {
+                    p.insert("exception".into(), Value::from(name.as_str()));
+                }
+            }
             result(&v.policy, outcome, &located(v), properties)
         })
         .collect();

@@ -1,6 +1,8 @@
 //! `gangplank audit`: every existing training job, in the cluster or in a snapshot, judged
 //! by the current policies as if it were created today (see [`crate::audit`]).
 
+mod reports;
+
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -43,6 +45,28 @@ pub struct AuditArgs {
     /// Audit every namespace (the default; kubectl's spelling, for scripts that pass it).
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
+    /// Write the findings back to the cluster as wgpolicyk8s.io/v1alpha2 PolicyReports, one
+    /// per job with findings, labelled app.kubernetes.io/managed-by=gangplank: new ones
+    /// created, changed ones updated, stale ones (the job fixed or gone) deleted, other
+    /// tools' reports untouched. Prints what it wrote and a summary instead of `--output`;
+    /// exits 0 when every write succeeded, whatever the jobs' verdicts.
+    #[arg(
+        long,
+        env = "GANGPLANK_AUDIT_WRITE_REPORTS",
+        conflicts_with_all = ["source", "output"]
+    )]
+    pub write_reports: bool,
+    /// Objects per list request to the API server (limit and continue), for the jobs, the
+    /// inventory and the reports: a large cluster is read in bounded responses.
+    #[arg(
+        long,
+        default_value_t = live::PAGE,
+        value_parser = clap::value_parser!(u32).range(1..),
+        env = "GANGPLANK_AUDIT_PAGE_SIZE"
+    )]
+    pub page_size: u32,
+    #[command(flatten)]
+    pub policy_flags: super::policy_flags::PolicyFlags,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,8 +85,11 @@ impl AuditArgs {
             output,
             namespace,
             all_namespaces: _,
+            write_reports,
+            page_size,
+            policy_flags,
         } = self;
-        let set = match PolicySet::load(&policies) {
+        let set = match PolicySet::load_with(&policies, policy_flags.options()) {
             Ok(set) => set,
             Err(e) => {
                 eprintln!(
@@ -85,17 +112,23 @@ impl AuditArgs {
             }
         };
         let namespace = namespace.as_deref();
-        let result = match source {
-            Some(path) => Ok(snapshot_audit(set, snapshot_inventory, &path, namespace)),
-            None => live_audit(set, snapshot_inventory, namespace),
-        };
-        match result {
-            Ok((audit, set)) => write(&audit, &set, output),
-            Err(message) => {
-                eprintln!("error: {message}");
-                exit::UNREADABLE
+        let (audit, set) = match source {
+            Some(path) => snapshot_audit(set, snapshot_inventory, &path, namespace),
+            None => {
+                let then = if write_reports {
+                    Then::WriteReports
+                } else {
+                    Then::Print(output)
+                };
+                let live = Live {
+                    namespace,
+                    page: page_size,
+                    then,
+                };
+                return live.run(set, snapshot_inventory);
             }
-        }
+        };
+        write(&audit, &set, output)
     }
 }
 
@@ -125,24 +158,65 @@ fn with_inventory(set: PolicySet, inventory: Option<Inventory>) -> (PolicySet, O
     }
 }
 
-fn live_audit(
-    set: PolicySet,
-    inventory: Option<Inventory>,
-    namespace: Option<&str>,
-) -> Result<(Audit, PolicySet), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(async {
-        let (client, url) = live::connect().await.map_err(|e| error_chain(&e))?;
+/// What a live audit does with its findings.
+enum Then {
+    Print(Output),
+    WriteReports,
+}
+
+/// A live audit's settings.
+struct Live<'a> {
+    namespace: Option<&'a str>,
+    page: u32,
+    then: Then,
+}
+
+impl Live<'_> {
+    /// Connects, audits, then prints or writes the reports; the exit code.
+    fn run(self, set: PolicySet, inventory: Option<Inventory>) -> u8 {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return exit::UNREADABLE;
+            }
+        };
+        runtime.block_on(async {
+            let (client, url) = match live::connect().await {
+                Ok(connected) => connected,
+                Err(e) => {
+                    eprintln!("error: {}", error_chain(&e));
+                    return exit::UNREADABLE;
+                }
+            };
+            let (audit, set) = self.audit(&client, url, set, inventory).await;
+            match self.then {
+                Then::Print(output) => write(&audit, &set, output),
+                Then::WriteReports => {
+                    reports::write(&client, &audit, &set, self.namespace, self.page).await
+                }
+            }
+        })
+    }
+
+    /// Every job of the cluster (of `namespace`), judged.
+    async fn audit(
+        &self,
+        client: &kube::Client,
+        url: String,
+        set: PolicySet,
+        inventory: Option<Inventory>,
+    ) -> (Audit, PolicySet) {
         let mut audit = Audit {
             source: format!("cluster {url}"),
             ..Audit::default()
         };
         let inventory = match inventory {
             Some(inventory) => Some(inventory),
-            None => match live::inventory(&client).await {
+            None => match live::inventory(client, self.page).await {
                 Ok(inventory) => Some(inventory),
                 Err(why) => {
                     audit.notes.push(format!(
@@ -154,7 +228,7 @@ fn live_audit(
         };
         let (set, inventory_source) = with_inventory(set, inventory);
         audit.inventory = inventory_source;
-        let jobs = live::jobs(&client, namespace, &mut audit).await;
+        let jobs = live::jobs(client, self.namespace, self.page, &mut audit).await;
         // TrainJobs are judged on the runtimes stored now (not the snapshot the Trainer took
         // when it started them): a runtime edited since shows in its TrainJobs' verdicts.
         let runtimes = RuntimeCatalog::default();
@@ -173,14 +247,19 @@ fn live_audit(
             audit.jobs.push(audit::judge(&set, object, source));
         }
         audit.sort();
-        Ok((audit, set))
-    })
+        (audit, set)
+    }
 }
 
-fn write(audit: &Audit, set: &PolicySet, output: Output) -> u8 {
+/// The notes of `audit`, on stderr.
+pub(super) fn print_notes(audit: &Audit) {
     for note in &audit.notes {
         eprintln!("note: {note}");
     }
+}
+
+fn write(audit: &Audit, set: &PolicySet, output: Output) -> u8 {
+    print_notes(audit);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = match output {
@@ -209,12 +288,16 @@ fn write_policy_reports(w: &mut impl Write, audit: &Audit, set: &PolicySet) -> s
     for e in &audit.unreadable {
         eprintln!("unreadable: {}: {}", e.source, e.message);
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    for report in report::policy_reports(audit, set, now) {
+    for report in report::policy_reports(audit, set, now()) {
         let text = yaml_serde::to_string(&report).map_err(std::io::Error::other)?;
         write!(w, "---\n{text}")?;
     }
     Ok(())
+}
+
+/// Seconds since the epoch: the results' timestamp.
+pub(super) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

@@ -75,6 +75,8 @@ pub struct CheckArgs {
     /// those given as manifests.
     #[arg(long, alias = "cluster-snapshot", env = "GANGPLANK_CLUSTER_SNAPSHOT")]
     pub cluster: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy_flags: super::policy_flags::PolicyFlags,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,6 +99,7 @@ impl CheckArgs {
             resolve,
             registry_credentials,
             cluster,
+            policy_flags,
         } = self;
         let snapshot = match cluster.as_deref().map(crate::cluster::snapshot::read) {
             None => None,
@@ -108,7 +111,8 @@ impl CheckArgs {
         };
         // With --resolve, recompiled with imageResolution on; before the inventory is
         // attached, which a recompile would not keep.
-        let loaded = PolicySet::load(&policies).map_err(|e| report::error_chain(&e));
+        let loaded = PolicySet::load_with(&policies, policy_flags.options())
+            .map_err(|e| report::error_chain(&e));
         let loaded = match (loaded, resolve) {
             (Ok(set), true) => with_resolution(&set),
             (loaded, _) => loaded,

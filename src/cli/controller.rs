@@ -11,7 +11,9 @@ use futures::FutureExt as _;
 use kube::runtime::events::Reporter;
 use tracing::{error, info, warn};
 
+use crate::controller::cluster_domain::ClusterDomain;
 use crate::controller::leader::{Elector, LeaseConfig, LeaseError};
+use crate::controller::managed::Managed;
 use crate::controller::metrics::ControllerMetrics;
 use crate::controller::snapshot::RUNNABLE_KINDS;
 use crate::controller::{runner, Config, GangScheduler, Scope, StuckAction};
@@ -35,6 +37,15 @@ pub struct ControllerOptions {
     /// elsewhere are never reconciled.
     #[arg(long, value_delimiter = ',', env = "GANGPLANK_NAMESPACES")]
     pub namespaces: Vec<String>,
+    /// Act only on jobs in namespaces whose labels match this label selector (the syntax of
+    /// `kubectl get -l`, e.g. `gangplank.dev/managed=true`); empty (the default) acts in
+    /// every namespace. Jobs elsewhere are not reconciled and nothing is written there; a
+    /// namespace that gains or loses the label is picked up or left without a restart.
+    /// Needs list and watch on namespaces (deploy/controller/rbac.yaml); not used with
+    /// --namespaces, whose list is then the allow-list (a RoleBinding cannot grant reading
+    /// Namespaces), as the controller says at start.
+    #[arg(long, default_value = "", env = "GANGPLANK_NAMESPACE_SELECTOR")]
+    pub namespace_selector: String,
     /// Gang scheduler whose PodGroups the controller writes: `volcano`, `kubernetes` (the
     /// native scheduling.k8s.io/v1alpha2 PodGroup of Kubernetes 1.36; pods keep the default
     /// scheduler), a scheduler-plugins scheduler name (e.g. `scheduler-plugins-scheduler`),
@@ -50,13 +61,22 @@ pub struct ControllerOptions {
     #[arg(long, value_enum, default_value = "fail", env = "GANGPLANK_ON_STUCK")]
     pub on_stuck: OnStuck,
     /// Image of the init container that makes PyTorch workers wait for the master's DNS name
-    /// (it runs `sh -c` with `seq`, `nslookup` and `sleep`, as user 65532).
+    /// (it runs `sh -c` with `nslookup`, `date` and `sleep`, as user 65532: any busybox or
+    /// alpine image will do; air-gapped clusters pass their mirror's copy, by digest).
     #[arg(
         long,
         default_value = crate::controller::injected::PYTORCH_INIT_IMAGE,
         env = "GANGPLANK_PYTORCH_INIT_IMAGE"
     )]
     pub pytorch_init_image: String,
+    /// How long a PyTorch worker's init container waits for the master's name before it
+    /// fails (the worker's pod then restarts under its restartPolicy and the job's backoff).
+    #[arg(long, default_value = "200s", value_parser = parse_duration, env = "GANGPLANK_PYTORCH_INIT_TIMEOUT")]
+    pub pytorch_init_timeout: Duration,
+    /// The cluster's DNS domain (the kubelet's clusterDomain): init containers wait for
+    /// `<pod>.<namespace>.svc.<domain>.`, a complete name no search list changes.
+    #[arg(long, default_value = "cluster.local", value_parser = ClusterDomain::parse, env = "GANGPLANK_CLUSTER_DOMAIN")]
+    pub cluster_domain: ClusterDomain,
     /// Image of the init container that copies kubectl into a v1 MPIJob's launcher (it runs
     /// `cp /bin/kubectl /opt/kube/kubectl` as user 65532).
     #[arg(
@@ -80,7 +100,7 @@ pub struct ControllerOptions {
     pub lease_name: String,
     /// Also create the native PodGroups (scheduling.k8s.io/v1alpha2) of Kubeflow Trainer
     /// TrainJobs that gangplank's trainer_gang policy gave Kubernetes' native gang (`gang:
-    /// kubernetes`; README "Kubeflow Trainer v2"). The Trainer and JobSet run the TrainJobs.
+    /// kubernetes`; docs/src/trainjob.md). The Trainer and JobSet run the TrainJobs.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", env = "GANGPLANK_TRAINJOBS")]
     pub trainjobs: bool,
     /// Where to serve the controller's /metrics and /healthz over plain HTTP; empty for none.
@@ -140,28 +160,35 @@ impl ControllerOptions {
             return exit::UNREADABLE;
         }
         let shutdown = shutdown.boxed().shared();
+        let managed = match self
+            .managed(&client, &scope, &metrics, shutdown.clone())
+            .await
+        {
+            Ok(managed) => managed,
+            Err(message) => {
+                error!(error = %message, "invalid controller settings");
+                return exit::UNREADABLE;
+            }
+        };
         if self.trainjobs {
             tokio::spawn(crate::trainer::native::run(
                 client.clone(),
                 scope.clone(),
+                managed.clone(),
                 shutdown.clone(),
             ));
         }
         let identity = identity();
-        let reporter = Reporter {
-            controller: "gangplank-controller".into(),
-            instance: Some(identity.clone()),
+        let shared = runner::Shared {
+            metrics: metrics.clone(),
+            reporter: Reporter {
+                controller: "gangplank-controller".into(),
+                instance: Some(identity.clone()),
+            },
+            managed,
         };
         if !self.leader_elect {
-            let run = runner::run(
-                client,
-                kinds,
-                &scope,
-                config,
-                metrics,
-                reporter,
-                shutdown.clone(),
-            );
+            let run = runner::run(client, kinds, &scope, config, shared, shutdown.clone());
             drained(run, shutdown).await;
             return exit::OK;
         }
@@ -183,15 +210,7 @@ impl ControllerOptions {
             () = shutdown.clone() => return exit::OK,
         }
         metrics.set_leader(true);
-        let run = runner::run(
-            client,
-            kinds,
-            &scope,
-            config,
-            metrics.clone(),
-            reporter,
-            shutdown.clone(),
-        );
+        let run = runner::run(client, kinds, &scope, config, shared, shutdown.clone());
         let code = tokio::select! {
             () = drained(run, shutdown) => exit::OK,
             why = elector.keep() => {
@@ -209,6 +228,26 @@ impl ControllerOptions {
             warn!("could not release the leader Lease in time (API server unreachable?); the next leader waits out its duration");
         }
         code
+    }
+
+    /// The namespaces acted in: those `--namespace-selector` matches, watched from now on;
+    /// every one without a selector, or with `--namespaces` (said in a log line).
+    async fn managed(
+        &self,
+        client: &kube::Client,
+        scope: &Scope,
+        metrics: &Arc<ControllerMetrics>,
+        shutdown: impl std::future::Future<Output = ()> + Send + Clone + 'static,
+    ) -> Result<Managed, String> {
+        let selector = self.namespace_selector.trim();
+        if selector.is_empty() {
+            return Ok(Managed::every());
+        }
+        if *scope != Scope::Cluster {
+            info!(selector, "--namespace-selector is not used with --namespaces: the namespaces listed are the allow-list (a RoleBinding cannot grant reading Namespace objects); deploy/controller's admission policies still require the label for every write");
+            return Ok(Managed::every());
+        }
+        Managed::start(client, selector, metrics.clone(), shutdown).await
     }
 
     fn settings(&self) -> Result<(Vec<&'static KindSpec>, Scope, Config), String> {
@@ -240,6 +279,8 @@ impl ControllerOptions {
                 OnStuck::RestartGang => StuckAction::RestartGang,
             },
             pytorch_init_image: self.pytorch_init_image.clone(),
+            pytorch_init_timeout: self.pytorch_init_timeout,
+            cluster_domain: self.cluster_domain.clone(),
             mpi_kubectl_delivery_image: self.mpi_kubectl_delivery_image.clone(),
             ..Config::default()
         };
@@ -456,5 +497,24 @@ mod tests {
             refused.contains("\"Team_A\" is not a namespace name"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn the_cluster_domain_defaults_to_cluster_local_and_a_bad_one_is_refused_at_start() {
+        let (_, _, config) = settings(&[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.cluster_domain.as_str(), "cluster.local");
+        assert_eq!(config.pytorch_init_timeout, Duration::from_secs(200));
+        let (_, _, config) = settings(&[
+            "--cluster-domain=corp.example.",
+            "--pytorch-init-timeout=30s",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.cluster_domain.as_str(), "corp.example");
+        assert_eq!(config.pytorch_init_timeout, Duration::from_secs(30));
+        let refused = settings(&["--cluster-domain=cluster..local"])
+            .err()
+            .unwrap_or_default();
+        assert!(refused.contains("--cluster-domain"), "{refused}");
+        assert!(refused.contains("label 2 is empty"), "{refused}");
     }
 }

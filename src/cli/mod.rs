@@ -4,13 +4,19 @@ pub mod audit;
 pub mod bench;
 pub mod certs;
 pub mod check;
+pub mod completions;
 pub mod controller;
 pub mod crds;
 pub mod explain;
+pub mod invocation;
+pub mod man;
+pub mod policy_flags;
+pub mod reference;
 pub mod report;
 pub mod serve;
 pub mod shutdown;
 pub mod test;
+pub mod version;
 
 use std::process::ExitCode;
 
@@ -60,6 +66,14 @@ pub enum Command {
     /// Judge every existing training job (in the cluster or a snapshot) by the current
     /// policies: a table, JSON or PolicyReports; exit 1 when a job would be denied today.
     Audit(audit::AuditArgs),
+    /// Write a shell completion script for this binary to stdout.
+    Completions(completions::CompletionsArgs),
+    /// Write man pages: the program's to stdout, or all of them (one per subcommand) into
+    /// a directory.
+    Man(man::ManArgs),
+    /// Print the version, source revision, image digest and (with --policies) the
+    /// policy-set hash that `serve` exports for a directory.
+    Version(version::VersionArgs),
 }
 
 impl Command {
@@ -73,7 +87,10 @@ impl Command {
             | Command::Certs(_)
             | Command::Bench(_)
             | Command::Crds(_)
-            | Command::Audit(_) => "warn",
+            | Command::Audit(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+            | Command::Version(_) => "warn",
         }
     }
 }
@@ -93,6 +110,9 @@ impl Cli {
             Command::Crds(args) => args.run(),
             Command::Controller(args) => args.run(),
             Command::Audit(args) => args.run(),
+            Command::Completions(args) => args.run(),
+            Command::Man(args) => args.run(),
+            Command::Version(args) => args.run(),
         };
         ExitCode::from(code)
     }

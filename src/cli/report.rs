@@ -136,7 +136,11 @@ fn write_decision(
     };
     writeln!(w, "{source}  {object}  {verdict}{mutated}")?;
     for v in &d.violations {
-        writeln!(w, "  {:<5} {}", v.action.as_str(), v.render())?;
+        match &v.exempted {
+            // Excused, not dropped: the finding, and who excused it until when.
+            Some(_) => writeln!(w, "  exempt {}", v.render_exempted())?,
+            None => writeln!(w, "  {:<5} {}", v.action.as_str(), v.render())?,
+        }
     }
     if !unresolved.is_empty() {
         let why = if unresolved.looked_up {

@@ -11,6 +11,7 @@ use tracing::{error, info, warn};
 
 use crate::admission::certs::{self, Bundle};
 use crate::admission::client_auth::ClientCa;
+use crate::admission::client_identity::RequiredIdentity;
 use crate::admission::handler::Limits;
 use crate::admission::server::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REVIEW_VALUES,
@@ -40,9 +41,11 @@ pub struct ServeArgs {
     /// Private key of the serving certificate, PEM.
     #[arg(long, env = "GANGPLANK_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Policy directory: *.rego, lib/, params.yaml; reloaded when it changes.
+    /// Policy directory: *.rego, lib/, params.yaml, exceptions/; reloaded when it changes.
     #[arg(long, default_value = "policies", env = "GANGPLANK_POLICIES")]
     pub policies: PathBuf,
+    #[command(flatten)]
+    pub policy_flags: super::policy_flags::PolicyFlags,
     /// Where the ephemeral certificate's CA is written, without --tls-cert
     /// [default: <temp dir>/gangplank-ca.crt].
     #[arg(long, env = "GANGPLANK_EPHEMERAL_CA")]
@@ -96,9 +99,36 @@ pub struct ServeArgs {
     /// /metrics then answer only clients presenting a certificate it signed (403 otherwise);
     /// /healthz and /readyz answer anyone (the kubelet's probes present none). Reloaded when
     /// it changes. The apiserver presents one only where its AdmissionConfiguration can be
-    /// set (README, "Mutual TLS").
+    /// set (docs/src/serve.md, "Mutual TLS").
     #[arg(long, env = "GANGPLANK_CLIENT_CA")]
     pub client_ca: Option<PathBuf>,
+    /// With --client-ca: the subject CommonName the client certificate must carry, e.g. the
+    /// apiserver's `kube-apiserver-webhook-client` (repeat or comma-separate for several; a
+    /// certificate passes with one of these or of --client-san). A certificate the CA signed
+    /// for anything else is refused (403): the CA may sign more than the apiserver's.
+    #[arg(
+        long,
+        env = "GANGPLANK_CLIENT_CA_SUBJECT",
+        value_delimiter = ',',
+        requires = "client_ca"
+    )]
+    pub client_ca_subject: Vec<String>,
+    /// With --client-ca: a DNS or URI subjectAltName the client certificate must carry
+    /// (repeat or comma-separate for several; exact match, no wildcards).
+    #[arg(
+        long,
+        env = "GANGPLANK_CLIENT_SAN",
+        value_delimiter = ',',
+        requires = "client_ca"
+    )]
+    pub client_san: Vec<String>,
+    /// Whose image pull secrets digest pinning reads: `off` (--registry-credentials and
+    /// anonymous access only), `namespaced` (the Secrets of namespaces whose RoleBinding
+    /// grants the reads: deploy/image-pinning-namespaced sets it), `cluster` (any namespace a
+    /// review names: deploy/image-pinning; needs --client-ca, else the server does not start,
+    /// since any caller could make it read another namespace's secrets).
+    #[arg(long, value_enum, default_value_t = PullSecrets::Off, env = "GANGPLANK_PULL_SECRETS")]
+    pub pull_secrets: PullSecrets,
     /// Serve /metrics over plain HTTP on this address (e.g. 0.0.0.0:9090) instead of the
     /// webhook port, for Prometheus; deploy/'s NetworkPolicy admits monitoring to it.
     #[arg(long, env = "GANGPLANK_METRICS_ADDR")]
@@ -128,6 +158,39 @@ pub struct ServeArgs {
     /// what clusters of each size need.
     #[arg(long, default_value_t = crate::cluster::watch::DEFAULT_MAX_MIB, env = "GANGPLANK_INVENTORY_MAX_MIB")]
     pub inventory_max_mib: usize,
+}
+
+/// Whose pull secrets image pinning may read (`--pull-secrets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PullSecrets {
+    /// None: pinning uses --registry-credentials and anonymous access.
+    Off,
+    /// Those the RBAC grants per namespace (deploy/image-pinning-namespaced).
+    Namespaced,
+    /// Those of any namespace (deploy/image-pinning's ClusterRoleBinding).
+    Cluster,
+}
+
+/// Why the pull-secret reads asked for are refused, if they are: cluster-wide reads on
+/// behalf of whoever posts a review need the caller to be the apiserver (`--client-ca`), or
+/// the reads confined by RBAC to namespaces that opted in.
+fn refused_pull_secrets(pull_secrets: PullSecrets, client_ca: bool) -> Option<String> {
+    (pull_secrets == PullSecrets::Cluster && !client_ca).then(|| {
+        "--pull-secrets=cluster without --client-ca: anyone who reaches the webhook port could post a review naming any namespace and make gangplank read that namespace's pull secrets (and learn which private tags exist). Either set --client-ca (GANGPLANK_CLIENT_CA: only the apiserver's certificate is judged; docs/src/serve.md, \"Mutual TLS\"), or read pull secrets only where a RoleBinding grants it: deploy/image-pinning-namespaced instead of deploy/image-pinning (--pull-secrets=namespaced)".to_string()
+    })
+}
+
+/// The identity `--client-ca-subject` and `--client-san` require. Names given but all blank
+/// (an empty variable, say) are refused: the operator asked for a pin, and none would apply.
+fn required_identity(
+    subjects: Vec<String>,
+    sans: Vec<String>,
+) -> Result<Option<RequiredIdentity>, String> {
+    let asked = !subjects.is_empty() || !sans.is_empty();
+    match RequiredIdentity::new(subjects, sans) {
+        None if asked => Err("--client-ca-subject / --client-san (GANGPLANK_CLIENT_CA_SUBJECT, GANGPLANK_CLIENT_SAN) are given but empty: name the CommonName or SAN of the apiserver's client certificate, or leave both unset to accept any certificate --client-ca signed".into()),
+        identity => Ok(identity),
+    }
 }
 
 /// Evaluations at once: `--max-evaluations`, or one per CPU when it is 0.
@@ -173,6 +236,7 @@ impl ServeArgs {
             tls_cert,
             tls_key,
             policies,
+            policy_flags,
             ephemeral_ca,
             ephemeral_names,
             eval_timeout,
@@ -185,6 +249,9 @@ impl ServeArgs {
             shutdown_delay,
             max_connections,
             client_ca,
+            client_ca_subject,
+            client_san,
+            pull_secrets,
             metrics_addr,
             worker_threads: _,
             registry_credentials,
@@ -193,6 +260,10 @@ impl ServeArgs {
             cluster_inventory,
             inventory_max_mib,
         } = self;
+        if let Some(message) = refused_pull_secrets(pull_secrets, client_ca.is_some()) {
+            error!(error = %message, "refusing to start");
+            return exit::UNREADABLE;
+        }
         if eval_timeout >= WEBHOOK_TIMEOUT {
             warn!(eval_timeout_ms = eval_timeout.as_millis() as u64,
                 "--eval-timeout is not below the webhook's timeoutSeconds (5 s): the apiserver may time out before gangplank refuses");
@@ -205,7 +276,7 @@ impl ServeArgs {
             };
             start_inventory(cluster.clone(), metrics.clone(), limits).await;
         }
-        let store = match PolicyStore::load_with_cluster(&policies, cluster) {
+        let store = match PolicyStore::load_configured(&policies, cluster, policy_flags.options()) {
             Ok(store) => store,
             Err(e) => {
                 error!(dir = %policies.display(), error = %error_chain(&e), "cannot load policies");
@@ -241,15 +312,22 @@ impl ServeArgs {
         };
         let cert = Arc::new(cert);
         let max_evaluations = evaluations(max_evaluations);
-        let images = match image_pinner(registry_credentials.as_deref()).await {
+        let images = match image_pinner(registry_credentials.as_deref(), pull_secrets).await {
             Ok(pinner) => Arc::new(pinner),
             Err(message) => {
                 error!(error = %message, "cannot set up image digest pinning");
                 return exit::UNREADABLE;
             }
         };
+        let identity = match required_identity(client_ca_subject, client_san) {
+            Ok(identity) => identity,
+            Err(message) => {
+                error!(error = %message, "refusing to start");
+                return exit::UNREADABLE;
+            }
+        };
         let client_ca = match client_ca.as_deref().map(ClientCa::from_file).transpose() {
-            Ok(ca) => ca.map(Arc::new),
+            Ok(ca) => ca.map(|ca| Arc::new(ca.requiring(identity))),
             Err(e) => {
                 error!(error = %error_chain(&e), "cannot load --client-ca");
                 return exit::UNREADABLE;
@@ -308,19 +386,29 @@ impl ServeArgs {
     }
 }
 
-/// The resolver, with the credentials file and, when a cluster is reachable, its pull
-/// secrets. Without a cluster (a local run), pinning works with the file alone.
-async fn image_pinner(credentials: Option<&std::path::Path>) -> Result<Pinner, String> {
+/// The resolver, with the credentials file and, when `--pull-secrets` asks for them and a
+/// cluster is reachable, its pull secrets. Without either (a local run), pinning works with
+/// the file alone.
+async fn image_pinner(
+    credentials: Option<&std::path::Path>,
+    pull_secrets: PullSecrets,
+) -> Result<Pinner, String> {
     let credentials = match credentials {
         Some(path) => Keychain::from_file(path).map_err(|e| error_chain(&e))?,
         None => Keychain::default(),
     };
-    let cluster = match kube::Client::try_default().await {
-        Ok(client) => Some(client),
-        Err(e) => {
-            info!(reason = %e, "no cluster API configured: image pull secrets are not read");
+    let cluster = match pull_secrets {
+        PullSecrets::Off => {
+            info!("--pull-secrets=off: image pull secrets are not read");
             None
         }
+        PullSecrets::Namespaced | PullSecrets::Cluster => match kube::Client::try_default().await {
+            Ok(client) => Some(client),
+            Err(e) => {
+                warn!(reason = %e, "no cluster API configured: image pull secrets are not read");
+                None
+            }
+        },
     };
     Ok(Pinner {
         cluster,
@@ -406,5 +494,33 @@ mod tests {
         };
         assert_eq!(args.review_bytes_in_flight, DEFAULT_REVIEW_BYTES_IN_FLIGHT);
         assert_eq!(args.review_budget_wait, DEFAULT_REVIEW_BUDGET_WAIT);
+        assert_eq!(args.pull_secrets, PullSecrets::Off, "closed by default");
+    }
+
+    #[test]
+    fn cluster_wide_pull_secrets_need_a_client_ca_and_the_refusal_names_both_ways_out() {
+        let refusal = refused_pull_secrets(PullSecrets::Cluster, false).expect("refused");
+        assert!(
+            refusal.contains("--client-ca") && refusal.contains("deploy/image-pinning-namespaced"),
+            "{refusal}"
+        );
+        assert_eq!(refused_pull_secrets(PullSecrets::Cluster, true), None);
+        assert_eq!(refused_pull_secrets(PullSecrets::Namespaced, false), None);
+        assert_eq!(refused_pull_secrets(PullSecrets::Off, false), None);
+    }
+
+    #[test]
+    fn a_client_identity_given_but_blank_is_refused_rather_than_pinning_nothing() {
+        let refusal = required_identity(vec![" ".into()], vec![]).expect_err("blank");
+        assert!(refusal.contains("given but empty"), "{refusal}");
+        assert_eq!(required_identity(vec![], vec![]), Ok(None));
+        let pinned = required_identity(vec![], vec!["apiserver.example".into()]);
+        assert!(matches!(pinned, Ok(Some(_))), "{pinned:?}");
+    }
+
+    #[test]
+    fn a_required_client_identity_needs_a_client_ca() {
+        let cli = Cli::try_parse_from(["gangplank", "serve", "--client-ca-subject=kube-apiserver"]);
+        assert!(cli.is_err(), "accepted without --client-ca: {cli:?}");
     }
 }

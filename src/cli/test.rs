@@ -9,17 +9,29 @@ macro_rules! say {
     }};
 }
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use crate::exit;
 use crate::suite::junit::{self, JunitCase};
-use crate::suite::Suite;
+use crate::suite::{json, Suite};
 
 #[derive(Debug, Args)]
 pub struct TestArgs {
     /// Policy directory; its tests/ holds *.rego test modules and *.yaml case files.
     #[arg(default_value = "policies", env = "GANGPLANK_POLICIES")]
     pub dir: PathBuf,
+    /// `text`: a line per test and a summary. `json`: one JSON document on stdout, per
+    /// suite (file) its cases with status `passed` or `failed` and the failure's message
+    /// (the coverage table, if asked for, then goes to stderr). The exit code is the same.
+    // Not GANGPLANK_OUTPUT: `check` reads that one, and it also allows `yaml`.
+    #[arg(
+        short,
+        long,
+        value_enum,
+        default_value = "text",
+        env = "GANGPLANK_TEST_OUTPUT"
+    )]
+    pub output: Output,
     /// Only run tests whose name contains this text.
     #[arg(long, env = "GANGPLANK_TEST_FILTER")]
     pub filter: Option<String>,
@@ -36,10 +48,17 @@ pub struct TestArgs {
     pub coverage_json: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
 impl TestArgs {
     pub fn run(self) -> u8 {
         let Self {
             dir,
+            output,
             filter,
             junit,
             coverage,
@@ -57,8 +76,12 @@ impl TestArgs {
         }
         // Output errors (a closed pipe: `gangplank test | head`) must not stop the run or
         // change its exit code, so each line's write result is deliberately ignored.
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
+        // In JSON mode stdout carries the document only; the text lines go nowhere and the
+        // coverage table goes to stderr.
+        let mut out: Box<dyn Write> = match output {
+            Output::Text => Box::new(std::io::stdout().lock()),
+            Output::Json => Box::new(std::io::sink()),
+        };
         let mut results = Vec::new();
         for test in suite.tests() {
             let name = test.name(suite.root());
@@ -79,18 +102,25 @@ impl TestArgs {
             results.len(),
             results.len() - failed
         );
+        let cases: Vec<JunitCase<'_>> = results
+            .iter()
+            .map(|(name, r)| {
+                let (classname, test) = name.split_once(": ").unwrap_or(("policies", name));
+                JunitCase {
+                    classname,
+                    name: test,
+                    failure: r.as_ref().err().map(String::as_str),
+                }
+            })
+            .collect();
+        if output == Output::Json {
+            // Written like the text lines: a closed pipe does not change the exit code.
+            if let Ok(doc) = serde_json::to_string_pretty(&json::report(&cases)) {
+                say!(std::io::stdout(), "{doc}");
+            }
+            out = Box::new(std::io::stderr());
+        }
         if let Some(path) = junit {
-            let cases: Vec<JunitCase<'_>> = results
-                .iter()
-                .map(|(name, r)| {
-                    let (classname, test) = name.split_once(": ").unwrap_or(("policies", name));
-                    JunitCase {
-                        classname,
-                        name: test,
-                        failure: r.as_ref().err().map(String::as_str),
-                    }
-                })
-                .collect();
             if let Err(e) = std::fs::write(&path, junit::render("gangplank policies", &cases)) {
                 eprintln!("error: cannot write {}: {e}", path.display());
                 return exit::UNREADABLE;

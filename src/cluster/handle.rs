@@ -82,6 +82,15 @@ impl ClusterDoc {
         }
     }
 
+    /// The labels of `namespace`, when the inventory holds them (see
+    /// [`Objects::namespace_labels`]).
+    pub fn namespace_labels(
+        &self,
+        namespace: &str,
+    ) -> Option<std::collections::BTreeMap<String, String>> {
+        self.objects.namespace_labels(namespace)
+    }
+
     /// What could not be read from the inventory's source (left out of it).
     pub fn problems(&self) -> Vec<String> {
         let problems = self.json["problems"].as_array().map(Vec::as_slice);

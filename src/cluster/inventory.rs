@@ -1,7 +1,8 @@
 //! The cluster inventory as policies see it (`data.cluster`): Nodes grouped into *node
 //! classes* (same labels apart from per-node ones, same taints, same allocatable amount of
 //! every resource; a cordoned node is a class with the `node.kubernetes.io/unschedulable`
-//! taint), per-resource capacity, and Volcano and Kueue queues.
+//! taint), per-resource capacity, Volcano and Kueue queues, StorageClasses and
+//! PriorityClasses.
 //!
 //! Entry point: [`Inventory::summary`]. Grouping keeps policies cheap on big clusters: a
 //! 5,000-node cluster is usually a handful of classes (GPU model × pool), so a policy walks
@@ -57,6 +58,9 @@ pub struct Inventory {
     pub storage_classes: Option<Vec<Value>>,
     pub network_policies: Option<Vec<Value>>,
     pub namespaces: Option<Vec<Value>>,
+    /// PriorityClasses, as JSON ([`priority_classes`](super::priority_classes)); `None` when
+    /// unknown, and the `priority` policy then judges by its parameters alone.
+    pub priority_classes: Option<Vec<Value>>,
     /// Items of the source that could not be read: left out, and said here.
     pub notes: Vec<String>,
     /// Where it came from: `cluster` or the snapshot's path.
@@ -111,9 +115,13 @@ impl Inventory {
     pub(super) fn summary_of<'a>(
         &self,
         classes: impl Iterator<Item = &'a Class>,
-        problems: Vec<String>,
+        mut problems: Vec<String>,
     ) -> Value {
         let classes: Vec<&Class> = classes.collect();
+        let priority_classes = self
+            .priority_classes
+            .as_deref()
+            .map(|items| super::priority_classes::summary(items, &mut problems));
         let node_count: usize = classes.iter().map(|c| c.size).sum();
         let unschedulable: usize = classes.iter().filter(|c| c.cordoned).map(|c| c.size).sum();
         json!({
@@ -131,6 +139,7 @@ impl Inventory {
             "hypernodes": Value::Null,
             "native_gang_api": self.native_gang_api,
             "storage_classes": self.storage_classes.as_deref().map(storage_classes),
+            "priority_classes": priority_classes,
             "problems": problems,
         })
     }

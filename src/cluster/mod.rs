@@ -13,6 +13,7 @@ pub mod hypernodes;
 pub mod inventory;
 pub mod nodes;
 pub mod objects;
+pub mod priority_classes;
 pub mod selector;
 pub mod snapshot;
 pub mod strip;

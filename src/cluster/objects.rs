@@ -185,6 +185,22 @@ impl Objects {
         &self.problems
     }
 
+    /// The labels of `namespace` as the watch last saw them; `None` when Namespaces are
+    /// unknown or this one is not (yet) among them. Exemptions by namespace label need the
+    /// labels themselves: unlike [`Objects::add_to`], no guess for a namespace not seen.
+    pub fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        let labels = self.namespaces.as_ref()?.get(namespace)?;
+        let map = labels.as_object().ok()?;
+        Some(
+            map.iter()
+                .filter_map(|(k, v)| {
+                    let (k, v) = (k.as_string().ok()?, v.as_string().ok()?);
+                    Some((k.to_string(), v.to_string()))
+                })
+                .collect(),
+        )
+    }
+
     /// Adds `namespace`, `claims` and `network_policies` for the request `input` to its
     /// `data.cluster` document `cluster`.
     pub fn add_to(&self, cluster: &mut RegoValue, input: &RegoValue) {

@@ -1,8 +1,8 @@
 //! An inventory from a file, for `gangplank check --cluster FILE` and test cases: what
 //! `kubectl get nodes -o yaml` prints (a `List` of Nodes), optionally with Namespaces,
-//! PersistentVolumeClaims, StorageClasses, NetworkPolicies and Volcano Queues in the same
-//! list (`kubectl get nodes,namespaces,pvc,storageclasses,networkpolicies,queues -A -o
-//! yaml`) or as further YAML documents (a kind not listed is unknown, not empty), and
+//! PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies and Volcano
+//! Queues in the same list (`kubectl get
+//! nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues -A -o yaml`) or as further YAML documents (a kind not listed is unknown, not empty), and
 //! with the API server's discovery documents (`kubectl get --raw /apis`, an `APIGroupList`,
 //! or `kubectl get --raw /apis/scheduling.k8s.io/v1alpha2`, an `APIResourceList`), which
 //! say whether the native gang API is served.
@@ -39,7 +39,7 @@ pub fn parse(text: &str, source: &str) -> Result<Inventory, String> {
 }
 
 /// The kinds a snapshot may hold, for the error about any other.
-const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, NetworkPolicies, Volcano Queues and HyperNodes, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,networkpolicies,queues,hypernodes,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
+const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies, Volcano Queues and HyperNodes, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues,hypernodes,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
 
 /// Sorts the items into an inventory. A kind that is not listed stays unknown (`None`).
 /// An item of a known kind that cannot be read is left out and said in `notes` (a bad
@@ -68,6 +68,7 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
             }
             "PersistentVolumeClaim" => &mut inventory.claims,
             "StorageClass" => &mut inventory.storage_classes,
+            "PriorityClass" => &mut inventory.priority_classes,
             "NetworkPolicy" => &mut inventory.network_policies,
             "Namespace" => &mut inventory.namespaces,
             "Queue" => &mut inventory.volcano_queues,

@@ -35,6 +35,8 @@ pub fn strip(kind: &str, object: &mut DynamicObject) {
         // HyperNodes: their status (node count, conditions) changes nothing policies read.
         "HyperNode" => pick(&data, &["/spec"]),
         "Namespace" => Value::Object(Map::new()),
+        // Not its description (free text, the only field of any size).
+        "PriorityClass" => pick(&data, &super::priority_classes::KEPT_FIELDS),
         // Queues, ClusterQueues, LocalQueues, StorageClasses: few, and read in full.
         _ => data,
     };
@@ -150,5 +152,21 @@ mod tests {
             json!({"storageclass.kubernetes.io/is-default-class": "true"})
         );
         assert_eq!(v["provisioner"], "csi.example.com");
+    }
+
+    #[test]
+    fn a_priority_class_keeps_its_value_default_and_preemption_not_its_description() {
+        let mut class = object(json!({"apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass", "metadata": {"name": "high", "labels": {"a": "b"}},
+            "value": 100000, "globalDefault": false, "preemptionPolicy": "Never",
+            "description": "a long text nobody reads at admission"}));
+        strip("PriorityClass", &mut class);
+        let v = serde_json::to_value(&class).expect("json");
+        assert_eq!(
+            v,
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": "high"}, "value": 100000, "globalDefault": false,
+                "preemptionPolicy": "Never"})
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes,
-//! PersistentVolumeClaims, StorageClasses, NetworkPolicies and Namespaces and, when their
-//! CRDs are installed, Volcano Queues and HyperNodes and Kueue ClusterQueues and LocalQueues feed caches,
-//! and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
+//! PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies and Namespaces
+//! and, when their CRDs are installed, Volcano Queues and HyperNodes and Kueue ClusterQueues
+//! and LocalQueues feed caches, and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
 //! change is published within [`PUBLISH_EVERY`]. When a watch fails, the last good view
 //! stays published, marked stale with the reason, so policies can say so and admission never
 //! waits on the cluster.
@@ -24,6 +24,7 @@ use super::handle::ClusterHandle;
 use super::inventory::Inventory;
 use super::nodes::{NodeFacts, NodeIndex};
 use super::objects::{Cached, Incremental};
+use super::priority_classes;
 use super::strip::strip;
 use crate::admission::metrics::Metrics;
 
@@ -152,6 +153,7 @@ pub async fn run(
         (local_queues, "Kueue LocalQueues"),
         (classes, "StorageClasses"),
         (hypernode_resource(), "Volcano HyperNodes"),
+        (priority_classes::resource(), "PriorityClasses"),
     ]
     .map(start);
     // ... and the namespaced objects, indexed apart (they can be tens of thousands).
@@ -183,6 +185,7 @@ pub async fn run(
             let nodes = std::mem::take(&mut p.nodes_changed);
             let summary = std::mem::take(&mut p.changed) || nodes;
             let objects = std::mem::take(&mut p.objects_changed);
+            metrics.set_inventory_failing_watches(p.errors.len());
             (nodes, summary, objects, stale_reason(&p), p.native_gang_api)
         };
         if objects_changed {
@@ -206,7 +209,7 @@ pub async fn run(
             let fingerprint = fingerprint(&lists, stale.as_deref(), native_gang_api);
             if nodes_changed || published != Some(fingerprint) {
                 published = Some(fingerprint);
-                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes, hypernodes] =
+                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes, hypernodes, priority_classes] =
                     lists;
                 let rest = Inventory {
                     volcano_queues,
@@ -214,6 +217,7 @@ pub async fn run(
                     kueue_cluster_queues,
                     kueue_local_queues,
                     storage_classes,
+                    priority_classes,
                     native_gang_api,
                     source: "cluster".into(),
                     stale,
@@ -462,8 +466,8 @@ async fn wait_listable(api: &Api<DynamicObject>, what: &'static str) {
     }
 }
 
-/// Watches `resource` (queues, StorageClasses: few, read whole) into a reflector store,
-/// published in `slot` once the first list is in.
+/// Watches `resource` (queues, StorageClasses, PriorityClasses: few, read whole) into a
+/// reflector store, published in `slot` once the first list is in.
 fn watch_custom(
     client: kube::Client,
     resource: ApiResource,

@@ -1,9 +1,10 @@
 //! Operator-wide settings the planner reads: which gang scheduler runs, the watchdog's
-//! default start deadline and what it does, the PyTorch init container and the v1 MPIJob
-//! launcher's kubectl-delivery image.
+//! default start deadline and what it does, the cluster's DNS domain, the PyTorch init
+//! container and the v1 MPIJob launcher's kubectl-delivery image.
 
 use std::time::Duration;
 
+use super::cluster_domain::ClusterDomain;
 use super::injected;
 
 /// Settings that apply to every job. Built once by the I/O shell from flags.
@@ -18,13 +19,20 @@ pub struct Config {
     /// What the watchdog does once the start deadline has passed.
     pub on_stuck: StuckAction,
     /// Image of the `init-pytorch` container that waits for the master's DNS name
-    /// (upstream `--pytorch-init-container-image`): it needs `sh`, `seq`, `nslookup`, `sleep`.
+    /// (upstream `--pytorch-init-container-image`): it needs `sh`, `nslookup`, `date` and
+    /// `sleep` (busybox has them all).
     pub pytorch_init_image: String,
-    /// How many times `init-pytorch` looks the master up, 2 s apart (upstream `-max-tries`).
-    pub pytorch_init_max_tries: u32,
-    /// Suffix after `<svc>.<ns>.svc` in TF_CONFIG addresses (upstream reads the
-    /// `CUSTOM_CLUSTER_DOMAIN` environment variable; here it is explicit so `plan` stays pure).
-    pub cluster_domain: Option<String>,
+    /// How long `init-pytorch` waits for the master's name before it fails the worker's
+    /// init (upstream: 100 tries 2 s apart, `-max-tries`; here looked up every second).
+    pub pytorch_init_timeout: Duration,
+    /// The cluster's DNS domain: the names the init containers wait for are written in full
+    /// under it, so the pod's search list never takes part.
+    pub cluster_domain: ClusterDomain,
+    /// Suffix after `<svc>.<ns>.svc` in TF_CONFIG and MPI hostfile addresses (upstream reads
+    /// the `CUSTOM_CLUSTER_DOMAIN` environment variable; here it is explicit so `plan` stays
+    /// pure). `None`, upstream's default, leaves the rest to the pods' search list, which
+    /// getaddrinfo applies to names with dots too.
+    pub address_domain: Option<String>,
     /// Image of the `kubectl-delivery` init container that copies `kubectl` into a v1
     /// MPIJob's launcher (upstream `--mpi-kubectl-delivery-image`): it runs
     /// `cp /bin/kubectl /opt/kube/kubectl`.
@@ -34,7 +42,7 @@ pub struct Config {
 impl Config {
     /// `.<cluster_domain>`, or nothing: what follows `.svc` in a Service's DNS name.
     pub fn domain_suffix(&self) -> String {
-        self.cluster_domain
+        self.address_domain
             .as_deref()
             .filter(|d| !d.is_empty())
             .map(|d| format!(".{d}"))
@@ -52,8 +60,9 @@ impl Default for Config {
             start_deadline: Some(Duration::from_secs(15 * 60)),
             on_stuck: StuckAction::Fail,
             pytorch_init_image: injected::PYTORCH_INIT_IMAGE.to_string(),
-            pytorch_init_max_tries: 100,
-            cluster_domain: None,
+            pytorch_init_timeout: Duration::from_secs(200),
+            cluster_domain: ClusterDomain::default(),
+            address_domain: None,
             mpi_kubectl_delivery_image: injected::KUBECTL_DELIVERY_IMAGE.to_string(),
         }
     }

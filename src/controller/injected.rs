@@ -2,7 +2,8 @@
 //! their default images, pinned by digest, and the restricted securityContext they run with.
 //!
 //! Entry points: [`PYTORCH_INIT_IMAGE`], [`KUBECTL_DELIVERY_IMAGE`] (the defaults of
-//! `--pytorch-init-image` and `--mpi-kubectl-delivery-image`) and [`security_context`].
+//! `--pytorch-init-image` and `--mpi-kubectl-delivery-image`), [`security_context`], and
+//! [`wait_for_name`], the bounded DNS wait an init container runs.
 //!
 //! The digests were read from public repositories that pin these tags (this machine cannot
 //! reach the registries): each one seen in several unrelated repositories. Re-check, or move to
@@ -11,7 +12,7 @@
 
 use k8s_openapi::api::core::v1::{Capabilities, SeccompProfile, SecurityContext};
 
-/// `init-pytorch`: a shell with `nslookup`, `seq` and `sleep` (busybox's, as upstream's
+/// `init-pytorch`: a shell with `nslookup`, `date` and `sleep` (busybox's, as upstream's
 /// `alpine:3.10`, which is past its end of life). Alpine 3.24.2; digest seen pinned in nine
 /// unrelated repositories.
 pub const PYTORCH_INIT_IMAGE: &str = "docker.io/library/alpine:3.24.2\
@@ -26,6 +27,35 @@ pub const PYTORCH_INIT_IMAGE: &str = "docker.io/library/alpine:3.24.2\
 /// `--mpi-kubectl-delivery-image`.
 pub const KUBECTL_DELIVERY_IMAGE: &str = "registry.k8s.io/kubectl:v1.34.1\
      @sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250";
+
+/// The command of an init container that waits until `name` resolves, looking it up once a
+/// second, and fails after `limit_secs` with the name and the last lookup's answer in its log
+/// (which `terminationMessagePolicy: FallbackToLogsOnError` copies into the pod's status).
+///
+/// `name` must be complete, trailing dot included (see
+/// [`ClusterDomain::fqdn`](super::cluster_domain::ClusterDomain::fqdn)): busybox's nslookup
+/// asks a short name under every search domain and fails if any of them fails, so a short
+/// name never counts as resolved. Needs `sh`, `nslookup`, `date` and `sleep`; the bound is
+/// kept by the clock, not by counting tries, so a slow DNS server cannot stretch it.
+pub fn wait_for_name(what: &str, name: &str, limit_secs: u64) -> Vec<String> {
+    // `name` is built from a namespace, a job name and a domain, all DNS names: no quote
+    // can be in it, so single quotes keep it one word.
+    let script = format!(
+        r#"name='{name}'; end=$(( $(date +%s) + {limit_secs} ))
+until nslookup "$name" >/dev/null 2>&1; do
+  if [ "$(date +%s)" -ge "$end" ]; then
+    echo "gave up waiting for {what}: $name did not resolve within {limit_secs}s; the last lookup said:"
+    nslookup "$name"
+    exit 1
+  fi
+  echo "waiting for {what}: $name does not resolve yet"
+  sleep 1
+done
+echo "{what} resolves: $name"
+"#
+    );
+    vec!["sh".to_string(), "-c".to_string(), script]
+}
 
 /// The user the injected containers run as: not root, and numeric so that `runAsNonRoot` can
 /// be checked by the kubelet whatever the image declares (65532, distroless' `nonroot`).

@@ -2,7 +2,12 @@
 //!
 //! Entry point: [`ControllerMetrics::new`], built once and shared by every kind's loop. Label
 //! values come from closed sets only: kinds from the kind table, outcomes and failure stages
-//! from fixed `&'static str`s; never job names or error text.
+//! from fixed `&'static str`s; never job names or error text. The one exception, the
+//! `job_namespace` of `gangplank_controller_unmanaged_jobs`, names namespaces the cluster's
+//! administrators made, and only those holding jobs the controller leaves alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, PoisonError};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -10,6 +15,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::metrics_catalog::{self as catalog, register};
 
 /// Reconcile duration buckets in seconds: a reconcile is a few API calls (milliseconds);
 /// the tail covers a slow or throttled apiserver.
@@ -25,6 +32,14 @@ struct TransitionLabels {
     kind: &'static str,
     /// created, running, restarting, succeeded, failed, suspended.
     transition: &'static str,
+}
+
+/// A namespace name: from the cluster's own (admin-made) namespaces, not from job names or
+/// error text; a series exists only while the namespace has unmanaged jobs. Not `namespace`:
+/// Prometheus gives that to the scraped pod's own, and would rename this one.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabel {
+    job_namespace: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,6 +58,10 @@ pub struct ControllerMetrics {
     watchdog_firings: Family<KindLabel, Counter>,
     in_flight: Gauge,
     leader: Gauge,
+    unmanaged_jobs: Family<NamespaceLabel, Gauge>,
+    /// The namespaces `unmanaged_jobs` has a series for, so that a recount can drop those
+    /// with none left.
+    unmanaged_series: Mutex<BTreeSet<String>>,
 }
 
 impl Default for ControllerMetrics {
@@ -53,47 +72,23 @@ impl Default for ControllerMetrics {
 
 impl ControllerMetrics {
     pub fn new() -> ControllerMetrics {
-        let mut registry = Registry::with_prefix("gangplank_controller");
-        let reconciles = Family::<KindLabel, Counter>::default();
-        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        let reconcile_seconds = Family::<KindLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(RECONCILE_BUCKETS)
-        });
-        let transitions = Family::<TransitionLabels, Counter>::default();
-        let watchdog_firings = Family::<KindLabel, Counter>::default();
-        let in_flight = Gauge::default();
-        let leader = Gauge::default();
-        registry.register("reconciles", "Reconciles run, by kind", reconciles.clone());
-        registry.register(
-            "reconcile_errors",
-            "Reconciles that failed, by kind and stage (retried with backoff)",
-            reconcile_errors.clone(),
+        let mut registry = Registry::default();
+        catalog::register_build_info(&mut registry);
+        let r = &mut registry;
+        let reconciles = register(r, &catalog::RECONCILES, Family::default());
+        let reconcile_errors = register(r, &catalog::RECONCILE_ERRORS, Family::default());
+        let reconcile_seconds = register(
+            r,
+            &catalog::RECONCILE_DURATION,
+            Family::<KindLabel, Histogram>::new_with_constructor(|| {
+                Histogram::new(RECONCILE_BUCKETS)
+            }),
         );
-        registry.register(
-            "reconcile_duration_seconds",
-            "Time of one reconcile, by kind",
-            reconcile_seconds.clone(),
-        );
-        registry.register(
-            "job_transitions",
-            "Jobs entering a condition (created, running, restarting, succeeded, failed, suspended), by kind",
-            transitions.clone(),
-        );
-        registry.register(
-            "watchdog_firings",
-            "Jobs whose gang stayed Pending past the start deadline, by kind",
-            watchdog_firings.clone(),
-        );
-        registry.register(
-            "reconciles_in_flight",
-            "Reconciles running now (queue depth being worked)",
-            in_flight.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease",
-            leader.clone(),
-        );
+        let transitions = register(r, &catalog::JOB_TRANSITIONS, Family::default());
+        let watchdog_firings = register(r, &catalog::WATCHDOG_FIRINGS, Family::default());
+        let in_flight = register(r, &catalog::RECONCILES_IN_FLIGHT, Gauge::default());
+        let leader = register(r, &catalog::LEADER, Gauge::default());
+        let unmanaged_jobs = register(r, &catalog::UNMANAGED_JOBS, Family::default());
         ControllerMetrics {
             registry,
             reconciles,
@@ -103,6 +98,8 @@ impl ControllerMetrics {
             watchdog_firings,
             in_flight,
             leader,
+            unmanaged_jobs,
+            unmanaged_series: Mutex::default(),
         }
     }
 
@@ -129,6 +126,28 @@ impl ControllerMetrics {
         self.watchdog_firings
             .get_or_create(&KindLabel { kind })
             .inc();
+    }
+
+    /// The jobs per namespace that `--namespace-selector` leaves unreconciled, all of them:
+    /// namespaces not named lose their series.
+    pub fn set_unmanaged_jobs(&self, counts: &BTreeMap<String, i64>) {
+        let mut series = self
+            .unmanaged_series
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for gone in series.iter().filter(|ns| !counts.contains_key(*ns)) {
+            self.unmanaged_jobs.remove(&NamespaceLabel {
+                job_namespace: gone.clone(),
+            });
+        }
+        for (namespace, jobs) in counts {
+            self.unmanaged_jobs
+                .get_or_create(&NamespaceLabel {
+                    job_namespace: namespace.clone(),
+                })
+                .set(*jobs);
+        }
+        *series = counts.keys().cloned().collect();
     }
 
     pub fn set_leader(&self, leading: bool) {

@@ -10,7 +10,8 @@
 //!   runPolicy, status); [`checks`]: its structural problems and the rules' (elastic, MPI).
 //! - [`observed`]: [`Observed`], the owned pods, Services and PodGroup plus cluster facts, and
 //!   the [`Foreign`] objects holding names the job's own need.
-//! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image).
+//! - [`config`]: [`Config`], operator-wide settings (gang scheduler, watchdog, init image);
+//!   [`cluster_domain`]: the cluster's DNS domain, checked at start-up.
 //! - [`naming`]: names, labels, selectors and owner references of generated objects.
 //! - [`env`]: per-framework environment (PyTorch, TF_CONFIG, XGBoost, Paddle, JAX);
 //!   [`injected`]: the containers added to users' pods, their pinned images and
@@ -34,6 +35,7 @@
 //! The I/O shell around `plan`, holding no semantics of its own:
 //! - [`runner`]: one kube-runtime `Controller` per kind (and per namespace with
 //!   `--namespaces`, [`scope`]), pods and Services watched into caches;
+//! - [`managed`]: `--namespace-selector`, the namespaces acted in, by an opt-in label;
 //! - [`reconcile`]: snapshot → [`observe`] → `plan` → [`apply`] → status → Events → requeue;
 //! - [`expectations`]: creates the watch cache has not shown yet, so they are not planned twice;
 //! - [`ssh_key`]: the MPIJob SSH key pair, generated when its Secret is created;
@@ -47,6 +49,7 @@
 pub mod action;
 pub mod apply;
 pub mod checks;
+pub mod cluster_domain;
 pub mod config;
 pub mod deadlines;
 pub mod elastic;
@@ -55,6 +58,7 @@ pub mod expectations;
 pub mod hpa;
 pub mod injected;
 pub mod leader;
+pub mod managed;
 pub mod metrics;
 pub mod mpi;
 pub mod naming;

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::apply::{apply, ApplyError, FIELD_MANAGER};
 use super::expectations::Expectations;
+use super::managed::Managed;
 use super::metrics::ControllerMetrics;
 use super::observe::observe;
 use super::status::{ConditionType, JobStatus};
@@ -42,6 +43,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Arc<ControllerMetrics>,
     pub expectations: Expectations,
+    /// The namespaces the controller acts in (`--namespace-selector`).
+    pub managed: Managed,
 }
 
 /// Why a reconcile failed; retried with backoff.
@@ -70,6 +73,12 @@ pub async fn reconcile(
     job: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Requeue, ReconcileError> {
+    if !ctx.managed.admits(&job.namespace().unwrap_or_default()) {
+        // Not this controller's namespace (any more): nothing is read or written there, and
+        // no retry; the namespace matching again brings the job back (see managed.rs).
+        ctx.managed.skipped();
+        return Ok(Requeue::await_change());
+    }
     let _in_flight = ctx.metrics.in_flight();
     let started = Instant::now();
     let result = reconcile_job(&job, &ctx).await;

@@ -10,6 +10,9 @@
 //! per-namespace watches: a reflector's cache is replaced whole when its watch (re)lists, so
 //! one cache fed by several namespaces' watches would lose the others' objects at each
 //! relist; separate controllers keep separate caches, and need no cluster-wide right.
+//!
+//! With `--namespace-selector` ([`Managed`]) every reconcile first asks whether the job's
+//! namespace is served, and a namespace that starts to match has its jobs reconciled at once.
 
 use std::sync::Arc;
 
@@ -21,6 +24,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 
+use super::managed::Managed;
 use super::metrics::ControllerMetrics;
 use super::naming::OPERATOR_NAME;
 use super::observe::pod_group_resource;
@@ -33,6 +37,16 @@ use crate::job::KindSpec;
 /// Reconciles at once per kind; each is a handful of API calls.
 const CONCURRENCY: u16 = 16;
 
+/// What every kind's controller shares beside the client and the settings.
+#[derive(Clone)]
+pub struct Shared {
+    pub metrics: Arc<ControllerMetrics>,
+    /// The name Events are recorded under.
+    pub reporter: Reporter,
+    /// The namespaces acted in (`--namespace-selector`).
+    pub managed: Managed,
+}
+
 /// Runs the controllers of `kinds` in `scope` until `shutdown` resolves (then they finish
 /// what they are doing and return).
 pub async fn run(
@@ -40,8 +54,7 @@ pub async fn run(
     kinds: Vec<&'static KindSpec>,
     scope: &Scope,
     config: Config,
-    metrics: Arc<ControllerMetrics>,
-    reporter: Reporter,
+    shared: Shared,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) {
     let namespaces = scope.each();
@@ -50,8 +63,7 @@ pub async fn run(
             let context = KindContext {
                 client: client.clone(),
                 config: config.clone(),
-                metrics: metrics.clone(),
-                reporter: reporter.clone(),
+                shared: shared.clone(),
                 namespace: namespace.map(str::to_string),
             };
             run_kind(context, kind, shutdown.clone())
@@ -63,8 +75,7 @@ pub async fn run(
 struct KindContext {
     client: kube::Client,
     config: Config,
-    metrics: Arc<ControllerMetrics>,
-    reporter: Reporter,
+    shared: Shared,
     /// The one namespace this controller watches, or `None` for the whole cluster.
     namespace: Option<String>,
 }
@@ -92,6 +103,18 @@ async fn run_kind(
     let children = watcher::Config::default().labels(&selector);
     let (pods, pod_events) = cached::<Pod>(&ctx.client, namespace, children.clone());
     let (services, service_events) = cached::<Service>(&ctx.client, namespace, children.clone());
+    let mut controller = Controller::new_with(jobs, watcher::Config::default(), resource.clone())
+        .owns_stream(pod_events)
+        .owns_stream(service_events);
+    let Shared {
+        metrics,
+        reporter,
+        managed,
+    } = ctx.shared;
+    // A namespace that starts to match has its jobs reconciled now, not at their next change.
+    managed.watch_jobs(controller.store());
+    let picked_up = managed.picked_up(controller.store(), resource.clone());
+    controller = controller.reconcile_on(picked_up);
     let context = Arc::new(Context {
         client: ctx.client.clone(),
         config: ctx.config,
@@ -99,15 +122,13 @@ async fn run_kind(
         kind: kind.kind,
         pods,
         services,
-        recorder: Recorder::new(ctx.client, ctx.reporter),
-        metrics: ctx.metrics,
+        recorder: Recorder::new(ctx.client, reporter),
+        metrics,
         expectations: Default::default(),
+        managed,
     });
     let scope = namespace.unwrap_or("(all namespaces)").to_string();
     tracing::info!(kind = kind.kind, namespace = %scope, "controller started");
-    let mut controller = Controller::new_with(jobs, watcher::Config::default(), resource)
-        .owns_stream(pod_events)
-        .owns_stream(service_events);
     if kind.kind == "MPIJob" {
         // A hostfile edited or deleted by hand is repaired at once, not at the job's next
         // pod change (the ConfigMaps carry the operator-name label, so only ours are watched).

@@ -7,7 +7,8 @@
 //! recreated gang gets a fresh deadline; while a Volcano job waits for its PodGroup (no pods
 //! yet) it starts at the PodGroup's creation, else at the job's startTime. Pods the
 //! controller holds behind its release gate ([`release`]) are not the cluster's to place
-//! yet: they are not counted as Pending, and a released pod's clock starts at its release.
+//! yet: they are not counted as Pending, and a released pod's clock starts at its release
+//! (a release stamp outside the pod's creation and now is not believed).
 //!
 //! [`launcher_failed_early`] explains an MPI launcher that failed before any worker ran with
 //! the same [`cause`].
@@ -61,7 +62,7 @@ pub fn check(
         .filter(|p| !release::is_gated(p))
         .collect();
     let since = if !pending.is_empty() {
-        pending.iter().filter_map(|p| waiting_since(p)).min()
+        pending.iter().filter_map(|p| waiting_since(p, now)).min()
     } else if waiting_for_group {
         observed
             .pod_group
@@ -88,9 +89,16 @@ pub fn check(
 
 /// Since when `pod` has been the cluster's to place: its creation, or its release from the
 /// controller's gate when later.
-fn waiting_since(pod: &Pod) -> Option<Timestamp> {
+///
+/// The release stamp is believed only between the pod's creation and `now`, where the
+/// controller's own stamp always is. One outside was not written by the release (forged in a
+/// template, or on the pod by someone else): from the future it would restart the clock at
+/// every look and switch the watchdog off for good, from before the creation start it early.
+fn waiting_since(pod: &Pod, now: Timestamp) -> Option<Timestamp> {
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    created.max(release::released_at(pod))
+    let released =
+        release::released_at(pod).filter(|at| *at <= now && created.is_none_or(|c| *at >= c));
+    released.or(created)
 }
 
 fn start_deadline(job: &JobSnapshot, config: &Config) -> Option<Duration> {

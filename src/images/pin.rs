@@ -50,6 +50,9 @@ pub struct Pinning {
     pub failure_mode: FailureMode,
     /// Set when the job had more images to look up than `maxImagesPerReview`: none was.
     pub too_many: Option<TooMany>,
+    /// The `images` policy's action: a failed lookup refuses no more than the policy would
+    /// (audit-first: `failureMode: deny` under an audit-mode `images` only records).
+    pub images_action: Option<Action>,
 }
 
 /// A job with more tagged images than one review may look up.
@@ -86,9 +89,11 @@ impl Pinner {
         if images.is_empty() {
             return Pinning::default();
         }
+        let images_action = set.policy(IMAGES_POLICY).map(|p| p.action);
         if images.len() > settings.max_images_per_review {
             return Pinning {
                 failure_mode: settings.failure_mode,
+                images_action,
                 too_many: Some(TooMany {
                     images,
                     limit: settings.max_images_per_review,
@@ -124,6 +129,7 @@ impl Pinner {
             resolved,
             failure_mode: settings.failure_mode,
             too_many: None,
+            images_action,
         }
     }
 }
@@ -138,14 +144,23 @@ pub fn enabled(set: &PolicySet) -> Option<&Settings> {
 }
 
 /// Images of the job written without a digest, not exempt, not kept from the stored object
-/// (UPDATE), each once, when the `images` policy applies here.
+/// (UPDATE), each once, when the `images` policy applies to this job (enabled, and neither
+/// an exemption nor an exception excuses the job from it).
 pub fn wanted(set: &PolicySet, input: &Input) -> Vec<String> {
-    let Some(policy) = set
-        .policy(IMAGES_POLICY)
-        .filter(|p| p.applies_to(&input.namespace))
+    let Some((index, policy)) = set
+        .policies()
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.name == IMAGES_POLICY && p.applies_to(&input.namespace))
     else {
         return Vec::new();
     };
+    if crate::review::decide::excuses(set, input)
+        .of(index)
+        .is_some()
+    {
+        return Vec::new();
+    }
     let Some(view) = input.view_of(&input.object) else {
         return Vec::new();
     };
@@ -191,12 +206,9 @@ pub fn failure_violations(pinning: &Pinning, input: &Input) -> Vec<Violation> {
         FailureMode::Deny => (Action::Deny, "pin the image by digest yourself, or fix the reference, the registry or its credentials"),
         FailureMode::Allow => (Action::Warn, "left as written (imageResolution.failureMode: allow)"),
     };
-    let finding = |path: String, msg: String| Violation {
-        policy: IMAGES_POLICY.to_string(),
-        action,
-        path,
-        msg,
-    };
+    // The milder of the failure mode's and the policy's: Action orders deny < warn < audit.
+    let action = pinning.images_action.map_or(action, |a| a.max(action));
+    let finding = |path: String, msg: String| Violation::new(IMAGES_POLICY, action, path, msg);
     let too_many = pinning.too_many.iter().map(|t| {
         let first = t.images.first().map(String::as_str).unwrap_or_default();
         finding(
@@ -224,20 +236,7 @@ fn pattern_matches(pattern: &str, image: &str) -> bool {
     if !pattern.contains(['*', '?', '[', '{']) {
         return image.starts_with(pattern);
     }
-    glob(pattern.as_bytes(), image.as_bytes())
-}
-
-fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => text.is_empty(),
-        Some((b'*', rest)) => {
-            (0..=text.len()).any(|i| text.get(i..).is_some_and(|t| glob(rest, t)))
-        }
-        Some((b'?', rest)) => text.split_first().is_some_and(|(_, t)| glob(rest, t)),
-        Some((c, rest)) => text
-            .split_first()
-            .is_some_and(|(t0, t)| t0 == c && glob(rest, t)),
-    }
+    crate::policy::exemption::glob_matches(pattern.as_bytes(), image.as_bytes())
 }
 
 #[cfg(test)]

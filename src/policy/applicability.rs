@@ -58,6 +58,9 @@ pub enum Condition {
     Placement,
     /// `update`: the request is an UPDATE.
     Update,
+    /// `priority_class`: some replica's pod spec names a `priorityClassName`, or the job's
+    /// `runPolicy.schedulingPolicy.priorityClass` names one.
+    PriorityClass,
     /// `template_annotation:<key>`: some replica's pod template has annotation `<key>`.
     TemplateAnnotation(String),
     /// `params.<name>`: the policy's parameter `<name>` is set (not null, false, "", [] or
@@ -66,7 +69,7 @@ pub enum Condition {
 }
 
 /// The facts without an argument, by the name policies write.
-const NAMED: [(&str, Condition); 8] = [
+const NAMED: [(&str, Condition); 9] = [
     ("cluster", Condition::Cluster),
     ("gpus", Condition::Gpus),
     ("mig", Condition::Mig),
@@ -75,6 +78,7 @@ const NAMED: [(&str, Condition); 8] = [
     ("network_policies", Condition::NetworkPolicies),
     ("placement", Condition::Placement),
     ("update", Condition::Update),
+    ("priority_class", Condition::PriorityClass),
 ];
 
 impl Condition {
@@ -252,6 +256,7 @@ pub struct Facts {
     claims: Option<bool>,
     placement: Option<bool>,
     network_policies: Option<bool>,
+    priority_class: Option<bool>,
     annotations: Option<Vec<String>>,
 }
 
@@ -281,6 +286,12 @@ struct Keys {
     tolerations: RegoValue,
     pod_spec_path: RegoValue,
     affinity: RegoValue,
+    placement: RegoValue,
+    priority_class_name: RegoValue,
+    spec: RegoValue,
+    run_policy: RegoValue,
+    scheduling_policy: RegoValue,
+    priority_class: RegoValue,
 }
 
 static KEYS: LazyLock<Keys> = LazyLock::new(|| Keys {
@@ -306,6 +317,12 @@ static KEYS: LazyLock<Keys> = LazyLock::new(|| Keys {
     tolerations: "tolerations".into(),
     pod_spec_path: "podSpecPath".into(),
     affinity: "affinity".into(),
+    placement: "placement".into(),
+    priority_class_name: "priorityClassName".into(),
+    spec: "spec".into(),
+    run_policy: "runPolicy".into(),
+    scheduling_policy: "schedulingPolicy".into(),
+    priority_class: "priorityClass".into(),
 });
 
 impl Facts {
@@ -363,6 +380,10 @@ impl Facts {
                     .ok()
                     .map(|a| !a.is_empty())
             }),
+            priority_class: any_replica(&|r| {
+                Some(names_a_class(&r[&k.placement][&k.priority_class_name]))
+            })
+            .map(|named| named || job_priority_class(&input[&k.object])),
             annotations,
         }
     }
@@ -377,6 +398,7 @@ impl Facts {
             Condition::Kueue => known(self.kueue),
             Condition::Claims => known(self.claims),
             Condition::Placement => known(self.placement),
+            Condition::PriorityClass => known(self.priority_class),
             // Without an inventory there are no NetworkPolicies to read.
             Condition::NetworkPolicies => self.cluster && known(self.network_policies),
             Condition::TemplateAnnotation(key) => self
@@ -409,6 +431,17 @@ fn labels_have(object: &RegoValue, key: &str) -> Option<bool> {
             None | Some(RegoValue::Null)
         )),
     }
+}
+
+/// Whether `v` names a PriorityClass: a non-empty string (`""` is no class).
+fn names_a_class(v: &RegoValue) -> bool {
+    v.as_string().is_ok_and(|s| !s.is_empty())
+}
+
+/// Whether the job's `runPolicy.schedulingPolicy.priorityClass` names a class (its PodGroup's).
+fn job_priority_class(object: &RegoValue) -> bool {
+    let k = &*KEYS;
+    names_a_class(&object[&k.spec][&k.run_policy][&k.scheduling_policy][&k.priority_class])
 }
 
 /// Whether replica `r` constrains where its pods go: a nodeSelector, tolerations, or an

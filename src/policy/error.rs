@@ -47,6 +47,13 @@ pub enum LoadError {
         #[source]
         source: crate::images::settings::SettingsError,
     },
+    /// A file of `exceptions/` that cannot be used: the file and the field at fault.
+    #[error("{}: {field}: {detail}", path.display())]
+    Exception {
+        path: PathBuf,
+        field: String,
+        detail: String,
+    },
     #[error("params.yaml configures policy {name:?}, which does not exist (policies: {known})")]
     UnknownPolicy { name: String, known: String },
     #[error("policy set fails on a sample job, so it would fail every request:\n{message}")]

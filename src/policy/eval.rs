@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::EvalError;
+use super::excuse::{Excuses, Exempted};
 use super::intent::Intent;
 use super::params::Action;
 use super::set::{from_rego, Group, Output, PolicySet, RuleRef};
@@ -22,9 +23,24 @@ pub struct Violation {
     /// JSON pointer to the offending field, or "" for the whole object.
     pub path: String,
     pub msg: String,
+    /// Set when an exemption or an exception excuses it: then it refuses nothing, whatever
+    /// its action (see [`super::excuse`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exempted: Option<Exempted>,
 }
 
 impl Violation {
+    /// A finding of `policy` that nothing excuses.
+    pub fn new(policy: &str, action: Action, path: String, msg: String) -> Violation {
+        Violation {
+            policy: policy.to_string(),
+            action,
+            path,
+            msg,
+            exempted: None,
+        }
+    }
+
     /// `[policy] path: message`, the form used in denials and warnings.
     pub fn render(&self) -> String {
         if self.path.is_empty() {
@@ -33,18 +49,40 @@ impl Violation {
             format!("[{}] {}: {}", self.policy, self.path, self.msg)
         }
     }
+
+    /// `[policy] exempted by exception X until DATE: path: message`, the form of exempted
+    /// findings: who excused it comes first, so a warning cut to one line still says so.
+    pub fn render_exempted(&self) -> String {
+        match &self.exempted {
+            Some(e) => {
+                let located = self.render();
+                let rest = located
+                    .strip_prefix(&format!("[{}] ", self.policy))
+                    .unwrap_or(&located);
+                format!("[{}] {}: {rest}", self.policy, e.describe())
+            }
+            None => self.render(),
+        }
+    }
+
+    /// Whether it counts: not exempted, with action `action`.
+    pub fn effective(&self, action: Action) -> bool {
+        self.exempted.is_none() && self.action == action
+    }
 }
 
 impl PolicySet {
-    /// Mutation intents of every policy that applies in `namespace`, in application order:
-    /// policies by name, each policy's intents in Rego's (sorted, deterministic) set order.
+    /// Mutation intents of every policy the request is not excused from, in application
+    /// order: policies by name, each policy's intents in Rego's (sorted, deterministic) set
+    /// order.
     pub fn mutation_intents(
         &self,
         input: &RegoValue,
-        namespace: &str,
+        excuses: &Excuses,
     ) -> Result<Vec<Intent>, EvalError> {
         let mut intents = Vec::new();
-        for (rule, out) in self.eval_outputs(Group::Mutation, input, namespace)? {
+        let applies = |policy: usize| excuses.of(policy).is_none();
+        for (rule, out) in self.eval_outputs(Group::Mutation, input, &applies)? {
             let policy = self.policy_name(rule);
             for item in as_list(policy, "mutation", &out)? {
                 intents.push(Intent::parse(policy, item)?);
@@ -53,15 +91,16 @@ impl PolicySet {
         Ok(intents)
     }
 
-    /// Violations (with each policy's action) and warnings of every policy that applies in
-    /// `namespace`, ordered by policy, then path, then message.
+    /// Violations (with each policy's action) and warnings of every enabled policy,
+    /// ordered by policy, then path, then message; those of policies the request is excused
+    /// from are marked so (and refuse nothing).
     pub fn violations(
         &self,
         input: &RegoValue,
-        namespace: &str,
+        excuses: &Excuses,
     ) -> Result<Vec<Violation>, EvalError> {
         let mut found = Vec::new();
-        for (rule, out) in self.eval_outputs(Group::Verdicts, input, namespace)? {
+        for (rule, out) in self.eval_outputs(Group::Verdicts, input, &|_| true)? {
             let policy = self.policy_name(rule);
             let action = match rule.output {
                 Output::Warning => Action::Warn,
@@ -71,7 +110,9 @@ impl PolicySet {
                     .map_or(Action::Deny, |p| p.action),
             };
             for item in as_list(policy, rule.output.rule(), &out)? {
-                found.push(violation(policy, action, item));
+                let mut v = violation(policy, action, item);
+                v.exempted = excuses.of(rule.policy).cloned();
+                found.push(v);
             }
         }
         sort_violations(&mut found);
@@ -85,24 +126,20 @@ impl PolicySet {
             .map_or("", |p| p.name.as_str())
     }
 
-    /// Evaluates the outputs of `group` of every policy that applies in `namespace` and
-    /// can apply to this request (see [`super::applicability`]); the others are not
-    /// evaluated at all. When every policy applies in the namespace, as in most, the VM
-    /// runs the group as one gathered execution that passes over the skipped rules.
+    /// Evaluates the outputs of `group` of every policy for which `applies` (given its
+    /// index) holds and that can apply to this request (see [`super::applicability`]); the
+    /// others are not evaluated at all. When every policy applies, as for most requests,
+    /// the VM runs the group as one gathered execution that passes over the skipped rules.
     fn eval_outputs(
         &self,
         group: Group,
         input: &RegoValue,
-        namespace: &str,
+        applies: &dyn Fn(usize) -> bool,
     ) -> Result<Vec<(&RuleRef, Value)>, EvalError> {
         let cluster = self.cluster_view(input);
         let skipped = self.skipped_rules(input, cluster.as_ref());
         let rules: Vec<&RuleRef> = group.rules(&self.rules).collect();
-        let applies = |r: &&RuleRef| {
-            self.policies
-                .get(r.policy)
-                .is_some_and(|p| p.applies_to(namespace))
-        };
+        let applies = |r: &&RuleRef| applies(r.policy);
         if let Ok(program) = &self.vm {
             if rules.iter().all(applies) {
                 return self.eval_group(program, group, &rules, input, cluster, &skipped);
@@ -301,10 +338,5 @@ fn violation(policy: &str, action: Action, v: &Value) -> Violation {
         ),
         other => (format!("(malformed violation) {other}"), String::new()),
     };
-    Violation {
-        policy: policy.to_string(),
-        action,
-        path,
-        msg,
-    }
+    Violation::new(policy, action, path, msg)
 }

@@ -11,7 +11,9 @@
 //! | `remove`  | removes the field if present                                             |
 //!
 //! Missing parent objects are created. Only `set` and `remove` ever change a value the user
-//! wrote, so a policy cannot overwrite user input by accident.
+//! wrote, so a policy cannot overwrite user input by accident. An intent may carry a `msg`:
+//! when it changes the object, the user is told, as a warning (`remove` of something the
+//! user must not write, e.g. the controller's own `gangplank.dev/released-at`).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -62,6 +64,10 @@ pub struct Intent {
     /// on every update ([`crate::review::provenance`]). Only `default` and `set` record it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub derived: bool,
+    /// What to tell the user when the intent changes the object (a warning, whatever the
+    /// policy's action: the change is made, nothing is refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
 }
 
 impl Intent {
@@ -93,6 +99,11 @@ impl Intent {
             value: value.unwrap_or(Value::Null),
             derived: v.get("derived") == Some(&Value::Bool(true))
                 && matches!(op, Op::Default | Op::Set),
+            msg: match v.get("msg") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(msg)) => Some(msg.clone()),
+                Some(_) => return Err(bad("\"msg\" must be a string")),
+            },
         })
     }
 
@@ -272,6 +283,7 @@ mod tests {
             path: path.into(),
             value,
             derived: false,
+            msg: None,
         }
     }
 
@@ -382,5 +394,8 @@ mod tests {
         assert!(Intent::parse("p", &json!({"op": "replace", "path": "/a", "value": 1})).is_err());
         assert!(Intent::parse("p", &json!({"op": "set", "path": "/a"})).is_err());
         assert!(Intent::parse("p", &json!({"op": "remove", "path": "/a"})).is_ok());
+        let told = Intent::parse("p", &json!({"op": "remove", "path": "/a", "msg": "gone"}));
+        assert_eq!(told.ok().and_then(|i| i.msg), Some("gone".to_string()));
+        assert!(Intent::parse("p", &json!({"op": "remove", "path": "/a", "msg": 1})).is_err());
     }
 }

@@ -1,4 +1,5 @@
-//! Reading a policy directory: `*.rego` policies, `lib/` helpers, `params.yaml`, `tests/`.
+//! Reading a policy directory: `*.rego` policies, `lib/` helpers, `params.yaml`,
+//! `exceptions/*.yaml`, `tests/`.
 //!
 //! Entry point: [`PolicySources::read_dir`]. Reading only gathers text; compiling it into a
 //! [`PolicySet`](super::PolicySet) is a separate step so that a test runner can add test
@@ -8,10 +9,21 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::error::LoadError;
-use super::params::ParamsFile;
+use super::exceptions::{self, ExceptionFile};
+use super::params::{Action, ParamsFile};
+use super::set_hash::SetHasher;
 
 /// Name of the parameters file inside a policy directory.
 pub const PARAMS_FILE: &str = "params.yaml";
+
+/// How the caller (a flag of `serve`, `check`, `audit`) adjusts what a directory says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// `--default-action`: the action of every policy whose params.yaml entry sets none;
+    /// above params.yaml's `defaultAction`, below a policy's own `action` there (so a
+    /// policy promoted in params.yaml stays promoted whatever the deployment says).
+    pub default_action: Option<Action>,
+}
 
 /// One Rego file and its text.
 #[derive(Debug, Clone)]
@@ -37,11 +49,17 @@ pub struct PolicySources {
     /// Extra modules compiled alongside (Rego test files); never part of a verdict.
     pub extra: Vec<RegoFile>,
     pub params: ParamsFile,
+    /// The policy-set hash of the files read (sha256 hex, [`super::set_hash`]).
+    pub hash: String,
+    /// `exceptions/*.yaml`, read but not checked (compiling checks them).
+    pub exceptions: Vec<ExceptionFile>,
+    pub options: LoadOptions,
 }
 
 impl PolicySources {
     /// Reads `dir`: its top-level `*.rego` files are policies, `lib/**/*.rego` helpers,
-    /// `params.yaml` the parameters. `tests/` is left to the test runner.
+    /// `params.yaml` the parameters, `exceptions/*.yaml` the exceptions. `tests/` is left
+    /// to the test runner.
     pub fn read_dir(dir: &Path) -> Result<PolicySources, LoadError> {
         if !dir.is_dir() {
             return Err(LoadError::NotADirectory {
@@ -71,19 +89,37 @@ impl PolicySources {
             Vec::new()
         };
         let params_path = dir.join(PARAMS_FILE);
-        let params = if params_path.is_file() {
-            let text = read_text(&params_path)?;
-            ParamsFile::parse(&text, &params_path.display().to_string())
-                .map_err(|message| LoadError::Params { message })?
+        let params_text = if params_path.is_file() {
+            Some(read_text(&params_path)?)
         } else {
-            ParamsFile::default()
+            None
         };
+        let params = match &params_text {
+            Some(text) => ParamsFile::parse(text, &params_path.display().to_string())
+                .map_err(|message| LoadError::Params { message })?,
+            None => ParamsFile::default(),
+        };
+        let mut hasher = SetHasher::default();
+        let rego = policies.iter().map(|p| &p.file).chain(&libraries);
+        for file in rego {
+            hasher.add(dir, &file.path, file.text.as_bytes());
+        }
+        if let Some(text) = &params_text {
+            hasher.add(dir, &params_path, text.as_bytes());
+        }
+        let exceptions = exceptions::read_dir(dir)?;
+        for file in &exceptions {
+            hasher.add(dir, &file.path, file.text.as_bytes());
+        }
         Ok(PolicySources {
             dir: dir.to_path_buf(),
             policies,
             libraries,
             extra: Vec::new(),
             params,
+            hash: hasher.finish(),
+            exceptions,
+            options: LoadOptions::default(),
         })
     }
 }

@@ -1,15 +1,22 @@
-//! `params.yaml`: per-policy action, parameters and namespace exemptions.
+//! `params.yaml`: per-policy action, parameters and exemptions.
 //!
 //! ```yaml
-//! excludedNamespaces: [kube-system]        # no policy applies here
+//! defaultAction: audit                     # policies without an `action` below
+//! excludedNamespaces: [kube-system, team-*]  # no policy applies here (names or `*` globs)
+//! excludedNamespaceSelector: {matchLabels: {gangplank.dev/exempt: "true"}}
+//! excludedObjectSelector: {matchLabels: {gangplank.dev/exempt: "true"}}
 //! policies:
 //!   gang_scheduling:
 //!     action: deny                         # deny | warn | audit
 //!     enabled: true
 //!     allowExistingViolations: true        # UPDATE: old, untouched violations only warn
-//!     excludedNamespaces: [sandbox]
+//!     excludedNamespaces: [sandbox-*]      # and the two selectors, for this policy only
 //!     params: {scheduler: volcano}         # merged over the policy's meta.params
 //! ```
+//!
+//! A policy's action is, first found: its `action` here, the `--default-action` flag
+//! ([`super::load::LoadOptions`]), `defaultAction` here, its `meta.action`. Exemptions are
+//! checked per request by [`super::exemption`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -57,9 +64,18 @@ impl fmt::Display for Action {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ParamsFile {
-    /// Namespaces no policy applies to (neither mutation nor validation).
+    /// The action of policies whose entry below sets none (after `--default-action`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_action: Option<Action>,
+    /// Namespaces (names or `*` globs) no policy applies to (neither mutation nor validation).
     #[serde(default)]
     pub excluded_namespaces: Vec<String>,
+    /// Namespaces whose labels this selects: no policy applies (needs the cluster inventory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_namespace_selector: Option<Value>,
+    /// Jobs whose own labels this selects: no policy applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_object_selector: Option<Value>,
     #[serde(default)]
     pub policies: BTreeMap<String, PolicyParams>,
     /// Tag → digest pinning by the webhooks (see [`crate::images::settings`]).
@@ -78,6 +94,10 @@ pub struct PolicyParams {
     pub allow_existing_violations: Option<bool>,
     #[serde(default)]
     pub excluded_namespaces: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_namespace_selector: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_object_selector: Option<Value>,
     #[serde(default)]
     pub params: Map<String, Value>,
 }
@@ -97,6 +117,15 @@ impl ParamsFile {
         if !other.excluded_namespaces.is_empty() {
             self.excluded_namespaces = other.excluded_namespaces.clone();
         }
+        self.default_action = other.default_action.or(self.default_action);
+        overlay_selector(
+            &mut self.excluded_namespace_selector,
+            &other.excluded_namespace_selector,
+        );
+        overlay_selector(
+            &mut self.excluded_object_selector,
+            &other.excluded_object_selector,
+        );
         if other.image_resolution.is_some() {
             self.image_resolution = other.image_resolution.clone();
         }
@@ -109,10 +138,22 @@ impl ParamsFile {
             if !o.excluded_namespaces.is_empty() {
                 p.excluded_namespaces = o.excluded_namespaces.clone();
             }
+            overlay_selector(
+                &mut p.excluded_namespace_selector,
+                &o.excluded_namespace_selector,
+            );
+            overlay_selector(&mut p.excluded_object_selector, &o.excluded_object_selector);
             for (k, v) in &o.params {
                 p.params.insert(k.clone(), v.clone());
             }
         }
+    }
+}
+
+/// A selector given in an overlay replaces the base's.
+fn overlay_selector(base: &mut Option<Value>, over: &Option<Value>) {
+    if over.is_some() {
+        base.clone_from(over);
     }
 }
 

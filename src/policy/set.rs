@@ -17,7 +17,9 @@ use serde_json::{json, Map, Value};
 use super::applicability::{self, Applicability, Facts, Resolved};
 use super::classes::ClassPrograms;
 use super::error::LoadError;
-use super::load::{PolicySources, RegoFile};
+use super::exceptions::{self, PolicyException};
+use super::exemption::Exemption;
+use super::load::{LoadOptions, PolicySources, RegoFile};
 use super::params::Action;
 use super::vm::{GatheredRule, VmProgram};
 use super::vm_hazards::vm_hazard;
@@ -46,12 +48,14 @@ pub struct PolicyInfo {
     pub path: PathBuf,
     pub title: String,
     pub description: String,
-    /// Action from params.yaml, else the policy's default.
+    /// Its action: params.yaml's `action` for it, else `--default-action`, else
+    /// params.yaml's `defaultAction`, else its `meta.action`.
     pub action: Action,
     pub enabled: bool,
     /// params.yaml `allowExistingViolations` (default true): see [`crate::review::existing`].
     pub allow_existing_violations: bool,
-    pub excluded_namespaces: Vec<String>,
+    /// Its own exemption (params.yaml `excludedNamespaces` and the two selectors).
+    pub exemption: Exemption,
     /// `meta.params` overlaid with params.yaml: what the policy sees as `data.params.<name>`.
     pub params: Map<String, Value>,
     pub has_mutation: bool,
@@ -62,9 +66,11 @@ pub struct PolicyInfo {
 }
 
 impl PolicyInfo {
-    /// Whether this policy applies to objects in `namespace`.
+    /// Whether this policy is enabled and its `excludedNamespaces` patterns leave
+    /// `namespace` alone. The selectors and exceptions need the request: see
+    /// [`PolicySet::excuses`].
     pub fn applies_to(&self, namespace: &str) -> bool {
-        self.enabled && !self.excluded_namespaces.iter().any(|n| n == namespace)
+        self.enabled && self.exemption.names_namespace(namespace).is_none()
     }
 }
 
@@ -77,7 +83,10 @@ pub struct PolicySet {
     /// Output rules of enabled policies, in policy-name order: each is its own entry point.
     pub(super) rules: Vec<RuleRef>,
     pub(super) policies: Vec<PolicyInfo>,
-    pub(super) excluded_namespaces: Vec<String>,
+    /// params.yaml's top-level exemption: no policy applies to what it holds.
+    pub(super) exemption: Exemption,
+    /// `exceptions/*.yaml`, checked.
+    pub(super) exceptions: Vec<PolicyException>,
     sources: PolicySources,
     /// The cluster inventory policies read as `data.cluster` (empty: no cluster known).
     pub(super) cluster: ClusterHandle,
@@ -96,7 +105,14 @@ pub struct PolicySet {
 impl PolicySet {
     /// Reads and compiles a policy directory.
     pub fn load(dir: &std::path::Path) -> Result<PolicySet, LoadError> {
-        PolicySet::compile(PolicySources::read_dir(dir)?)
+        PolicySet::load_with(dir, LoadOptions::default())
+    }
+
+    /// Reads and compiles a policy directory, adjusted by `options` (flags).
+    pub fn load_with(dir: &std::path::Path, options: LoadOptions) -> Result<PolicySet, LoadError> {
+        let mut sources = PolicySources::read_dir(dir)?;
+        sources.options = options;
+        PolicySet::compile(sources)
     }
 
     /// Compiles sources into a ready set. Fails without side effects on the first error.
@@ -123,6 +139,17 @@ impl PolicySet {
                 .check()
                 .map_err(|source| LoadError::ImageResolution { source })?;
         }
+        let exemption = params_exemption(
+            "",
+            &sources.params.excluded_namespaces,
+            sources.params.excluded_namespace_selector.as_ref(),
+            sources.params.excluded_object_selector.as_ref(),
+        )?;
+        let exceptions = check_exceptions(&sources)?;
+        let default_action = sources
+            .options
+            .default_action
+            .or(sources.params.default_action);
         let mut policies = Vec::with_capacity(sources.policies.len());
         for p in &sources.policies {
             let (title, description, action, defaults) =
@@ -152,10 +179,15 @@ impl PolicySet {
                 path: p.file.path.clone(),
                 title,
                 description,
-                action: configured.action.unwrap_or(action),
+                action: configured.action.or(default_action).unwrap_or(action),
                 enabled: configured.enabled.unwrap_or(true),
                 allow_existing_violations: configured.allow_existing_violations.unwrap_or(true),
-                excluded_namespaces: configured.excluded_namespaces,
+                exemption: params_exemption(
+                    &format!("policies.{}.", p.name),
+                    &configured.excluded_namespaces,
+                    configured.excluded_namespace_selector.as_ref(),
+                    configured.excluded_object_selector.as_ref(),
+                )?,
                 params,
                 has_mutation: declared("mutation"),
                 has_violation: declared("violation"),
@@ -213,7 +245,8 @@ impl PolicySet {
             vm,
             rules,
             policies,
-            excluded_namespaces: sources.params.excluded_namespaces.clone(),
+            exemption,
+            exceptions,
             sources,
             cluster: ClusterHandle::default(),
             runtimes: RuntimeCatalog::default(),
@@ -259,9 +292,23 @@ impl PolicySet {
         &self.sources
     }
 
-    /// Namespaces no policy applies to.
-    pub fn excluded_namespaces(&self) -> &[String] {
-        &self.excluded_namespaces
+    /// params.yaml's top-level exemption: no policy applies to what it holds.
+    pub fn exemption(&self) -> &Exemption {
+        &self.exemption
+    }
+
+    /// The exceptions of `exceptions/`, checked.
+    pub fn exceptions(&self) -> &[PolicyException] {
+        &self.exceptions
+    }
+
+    /// Whether any verdict of this set can refuse a request: an enabled policy whose action
+    /// is deny. With none (audit-first), a request the policies could not judge (a fault, a
+    /// timeout) is admitted with a warning: refusing it would refuse what no verdict could.
+    pub fn can_refuse(&self) -> bool {
+        self.policies
+            .iter()
+            .any(|p| p.enabled && p.action == Action::Deny)
     }
 
     /// Why the set runs on the interpreter rather than the bytecode VM, if it does.
@@ -437,6 +484,38 @@ fn read_meta(engine: &mut Engine, name: &str, path: &std::path::Path) -> Result<
         Some(_) => return Err(bad("meta.params must be an object".into())),
     };
     Ok((title, description, action, params))
+}
+
+/// An exemption of params.yaml; `at` (`""` or `policies.<name>.`) names where in errors.
+fn params_exemption(
+    at: &str,
+    namespaces: &[String],
+    namespace_selector: Option<&Value>,
+    object_selector: Option<&Value>,
+) -> Result<Exemption, LoadError> {
+    Exemption::compile(namespaces, namespace_selector, object_selector).map_err(|e| {
+        LoadError::Params {
+            message: format!("params.yaml: {at}{e}"),
+        }
+    })
+}
+
+/// The exception files, each checked against the set's policy names; names unique. An
+/// expired one still loads (it stops applying, and verdicts say so), but is logged.
+fn check_exceptions(sources: &PolicySources) -> Result<Vec<PolicyException>, LoadError> {
+    let known: Vec<&str> = sources.policies.iter().map(|p| p.name.as_str()).collect();
+    let exceptions = sources
+        .exceptions
+        .iter()
+        .map(|f| PolicyException::parse(f, &known))
+        .collect::<Result<Vec<_>, _>>()?;
+    exceptions::check_unique(&exceptions)?;
+    let now = time::OffsetDateTime::now_utc();
+    for e in exceptions.iter().filter(|e| e.expires <= now) {
+        tracing::warn!(exception = %e.name, file = %e.path.display(), expired = %e.expires_text(),
+            "policy exception has expired and no longer applies; delete its file");
+    }
+    Ok(exceptions)
 }
 
 /// Every declared output rule of every enabled policy, in policy-name order. Each is

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::input::{Input, Operation};
 use super::provenance::Provenance;
-use crate::policy::{Action, EvalError, Intent, PolicySet, Violation};
+use crate::policy::{Action, EvalError, Excuses, Intent, PolicySet, Violation};
 
 /// What the policies make of one request.
 #[derive(Debug, Clone, Serialize)]
@@ -48,19 +48,33 @@ impl Decision {
         crate::policy::eval::sort_violations(&mut self.violations);
     }
 
-    /// Allowed unless a policy with action `deny` found a violation.
+    /// Allowed unless a policy with action `deny` found a violation nothing excuses.
     pub fn allowed(&self) -> bool {
-        !self.violations.iter().any(|v| v.action == Action::Deny)
+        !self.violations.iter().any(|v| v.effective(Action::Deny))
     }
 
+    /// The violations of `action` that nothing excuses.
     pub fn with_action(&self, action: Action) -> impl Iterator<Item = &Violation> {
-        self.violations.iter().filter(move |v| v.action == action)
+        self.violations.iter().filter(move |v| v.effective(action))
     }
 
-    /// `[policy] path: message` for each warn-action violation: what `kubectl` prints.
+    /// The violations an exemption or an exception excuses.
+    pub fn exempted(&self) -> impl Iterator<Item = &Violation> {
+        self.violations.iter().filter(|v| v.exempted.is_some())
+    }
+
+    /// What `kubectl` prints: `[policy] path: message` for each warn-action violation, and
+    /// for each finding an exception excuses, with the exception and its expiry (the user
+    /// should hear that the finding comes back). Findings exempted by params.yaml are
+    /// recorded, not warned: see [`crate::admission::verdict`].
     pub fn warnings(&self) -> Vec<String> {
+        let excepted = self.exempted().filter_map(|v| {
+            let e = v.exempted.as_ref()?;
+            e.exception.is_some().then(|| v.render_exempted())
+        });
         self.with_action(Action::Warn)
             .map(Violation::render)
+            .chain(excepted)
             .collect()
     }
 
@@ -78,13 +92,12 @@ impl Decision {
 /// version gangplank does not know (a warning saying so, never a refusal).
 pub fn skip_warning(input: &Input, reason: &str) -> Option<Violation> {
     let (api_version, kind) = input.type_meta();
-    crate::trainer::unknown_version(api_version, kind).then(|| Violation {
-        policy: "gangplank".into(),
-        action: Action::Warn,
-        path: String::new(),
-        msg: reason.to_string(),
-    })
+    crate::trainer::unknown_version(api_version, kind)
+        .then(|| Violation::new(GANGPLANK, Action::Warn, String::new(), reason.to_string()))
 }
+
+/// The policy name of findings gangplank makes itself, outside any policy.
+pub const GANGPLANK: &str = "gangplank";
 
 /// Why policies do not look at this request, if they don't.
 pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
@@ -111,9 +124,10 @@ pub fn skip_reason(set: &PolicySet, input: &Input) -> Option<String> {
             "not a training job ({api_version}/{kind}); allowed untouched"
         ));
     }
-    if set.excluded_namespaces().contains(&input.namespace) {
+    let subject = set.subject(&input.namespace, &input.object);
+    if let Ok(Some(why)) = set.global_exemption(&subject) {
         return Some(format!(
-            "namespace {} is excluded from every policy",
+            "excluded from every policy by params.yaml {why}, in namespace {}",
             input.namespace
         ));
     }
@@ -162,12 +176,19 @@ pub struct Mutation {
     /// record of derived defaults. The rest still apply, so one malformed field never hides
     /// what the other policies have to say.
     pub failed: Vec<Violation>,
+    /// What the applied intents that carry a `msg` tell the user, as warnings of their
+    /// policy: `/mutate` answers them with its patch (the object `/validate` then sees no
+    /// longer shows what was changed).
+    pub notes: Vec<Violation>,
     pub patch: json_patch::Patch,
     /// The Rego input document the mutation policies saw, and the patch from what they saw
     /// to `mutated` (`None`: `patch`): [`Mutation::take_rego_input`] patches the mutated
     /// object's document from them, only when validation follows.
     seen_input: regorus::Value,
     seen_patch: Option<json_patch::Patch>,
+    /// The policies this request is excused from: validation uses the same, checked at the
+    /// same instant.
+    pub excuses: Excuses,
 }
 
 impl Mutation {
@@ -196,6 +217,17 @@ impl Mutation {
 /// their intents are applied in order (see [`PolicySet::mutation_intents`]). On UPDATE,
 /// images keep the stored object's digests (see [`super::pinned`]).
 pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
+    mutate_excused(set, input, excuses(set, input))
+}
+
+/// The policies `input` is excused from now (see [`crate::policy::excuse`]).
+pub fn excuses(set: &PolicySet, input: &Input) -> Excuses {
+    let subject = set.subject(&input.namespace, &input.object);
+    set.excuses(&subject, time::OffsetDateTime::now_utc())
+}
+
+/// [`mutate`], policies `excuses` names left out.
+fn mutate_excused(set: &PolicySet, input: &Input, excuses: Excuses) -> Result<Mutation, EvalError> {
     let input = set.runtimes().attach(input);
     let input = super::pinned::keep_stored_digests(&input);
     let mut provenance = Provenance::read(&input.object);
@@ -209,10 +241,11 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
         mutated.clone()
     });
     let released_input = input.rego_input_for(&mutated);
-    let intents = set.mutation_intents(&released_input, &input.namespace)?;
+    let intents = set.mutation_intents(&released_input, &excuses)?;
     touched.extend(intents.iter().map(|i| i.path.clone()));
     let mut applied = Vec::new();
     let mut failed = Vec::new();
+    let mut notes = Vec::new();
     // A TrainJob's pods are its runtime's but for what `spec.trainer` sets: intents that
     // point elsewhere (into the runtime, or at fields a TrainJob does not have) are left to
     // the runtime's own admission, and validation names the runtime field.
@@ -224,22 +257,22 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
         match intent.apply(&mut mutated) {
             Ok(true) => {
                 provenance.record(&intent);
+                notes.extend(note(&intent));
                 applied.push(intent);
             }
             Ok(false) => {}
-            Err(e) => failed.push(Violation {
-                action: set
-                    .policy(&intent.policy)
+            Err(e) => failed.push(Violation::new(
+                &intent.policy,
+                set.policy(&intent.policy)
                     .map_or(Action::Deny, |p| p.action),
-                policy: intent.policy,
-                path: intent.path,
-                msg: match e {
+                intent.path,
+                match e {
                     EvalError::Intent { op, detail, .. } => {
                         format!("cannot {op} this field: {detail}")
                     }
                     other => other.to_string(),
                 },
-            }),
+            )),
         }
     }
     provenance.write(&mut mutated);
@@ -251,10 +284,24 @@ pub fn mutate(set: &PolicySet, input: &Input) -> Result<Mutation, EvalError> {
         mutated,
         applied,
         failed,
+        notes,
         patch,
         seen_input: released_input,
         seen_patch,
+        excuses,
     })
+}
+
+/// The warning an applied intent carries, if any: a warning whatever the policy's action,
+/// since the change is made and nothing is refused.
+fn note(intent: &Intent) -> Option<Violation> {
+    let msg = intent.msg.as_ref()?;
+    Some(Violation::new(
+        &intent.policy,
+        Action::Warn,
+        intent.path.clone(),
+        msg.clone(),
+    ))
 }
 
 /// Runs every validation policy on `object` (the mutated object, as the apiserver calls
@@ -264,7 +311,7 @@ pub fn validate(
     input: &Input,
     object: &Value,
 ) -> Result<Vec<Violation>, EvalError> {
-    set.violations(&input.rego_input_for(object), &input.namespace)
+    set.violations(&input.rego_input_for(object), &excuses(set, input))
 }
 
 /// [`validate`] of a [`Mutation`]'s object, on the input document mutation built.
@@ -273,13 +320,15 @@ pub fn validate_mutated(
     input: &Input,
     mutation: &mut Mutation,
 ) -> Result<Vec<Violation>, EvalError> {
-    set.violations(&mutation.take_rego_input(input), &input.namespace)
+    let rego_input = mutation.take_rego_input(input);
+    set.violations(&rego_input, &mutation.excuses)
 }
 
-/// What `/mutate` answers: the patch of the mutation policies, and no validation. The
-/// apiserver then calls `/validate` with the patched object, whose [`review`] carries every
-/// violation (those of intents that cannot be applied included: they fail again there), so
-/// validating here too would only repeat that work. The second value says whether every
+/// What `/mutate` answers: the patch of the mutation policies and the applied intents'
+/// notes ([`Mutation::notes`]), and no validation. The apiserver then calls `/validate` with
+/// the patched object, whose [`review`] carries every violation (those of intents that
+/// cannot be applied included: they fail again there), so validating here too would only
+/// repeat that work. The second value says whether every
 /// intent could be applied: only then may `/validate` take the object as final (see
 /// [`review_mutated`]).
 pub fn patch(set: &PolicySet, input: &Input) -> Result<(Decision, bool), EvalError> {
@@ -291,11 +340,12 @@ pub fn patch(set: &PolicySet, input: &Input) -> Result<(Decision, bool), EvalErr
         applied,
         patch,
         failed,
+        notes,
         ..
     } = mutate(set, input)?;
     let decision = Decision {
         skipped: None,
-        violations: Vec::new(),
+        violations: notes,
         applied,
         patch,
         mutated,
@@ -315,11 +365,24 @@ pub fn review(set: &PolicySet, input: &Input) -> Result<Decision, EvalError> {
         mutated,
         applied,
         failed,
+        notes,
         patch,
+        excuses,
         ..
     } = mutation;
     violations.extend(failed);
-    conclude(set, input, violations, applied, patch, mutated)
+    violations.extend(notes);
+    let found = Found {
+        violations,
+        excuses,
+    };
+    conclude(set, input, found, applied, patch, mutated)
+}
+
+/// A review's findings and the excuses they were judged with.
+struct Found {
+    violations: Vec<Violation>,
+    excuses: Excuses,
 }
 
 /// [`review`] of an object the mutation policies produced themselves, all of their intents
@@ -331,12 +394,17 @@ pub fn review_mutated(set: &PolicySet, input: &Input) -> Result<Decision, EvalEr
     if let Some(reason) = skip_reason(set, input) {
         return Ok(Decision::skip(input, reason));
     }
-    let violations = validate(set, input, &input.object)?;
+    let excuses = excuses(set, input);
+    let violations = set.violations(&input.rego_input_for(&input.object), &excuses)?;
+    let found = Found {
+        violations,
+        excuses,
+    };
     let unchanged = json_patch::Patch(Vec::new());
     conclude(
         set,
         input,
-        violations,
+        found,
         Vec::new(),
         unchanged,
         input.object.clone(),
@@ -344,21 +412,28 @@ pub fn review_mutated(set: &PolicySet, input: &Input) -> Result<Decision, EvalEr
 }
 
 /// The decision from a review's violations: TrainJob paths named as the user wrote them,
-/// violations the stored object already had excused, sorted.
+/// violations the stored object already had excused, the notes of exemptions and
+/// exceptions that did not apply (see [`exemption_notes`]), sorted.
 fn conclude(
     set: &PolicySet,
     input: &Input,
-    mut violations: Vec<Violation>,
+    found: Found,
     applied: Vec<Intent>,
     patch: json_patch::Patch,
     mutated: Value,
 ) -> Result<Decision, EvalError> {
+    let Found {
+        mut violations,
+        excuses,
+    } = found;
     if input.trainer_kind() == Some(crate::trainer::TrainerKind::TrainJob) {
         violations
             .iter_mut()
             .for_each(|v| v.path = crate::trainer::trainjob_field(&v.path));
     }
-    super::existing::excuse_existing(set, input, &mutated, &mut violations)?;
+    super::existing::excuse_existing(set, input, &mutated, &mut violations, &excuses)?;
+    let notes = exemption_notes(set, input, &violations, &excuses);
+    violations.extend(notes);
     crate::policy::eval::sort_violations(&mut violations);
     Ok(Decision {
         skipped: None,
@@ -367,4 +442,46 @@ fn conclude(
         patch,
         mutated,
     })
+}
+
+/// Warnings for the exemptions and exceptions that would have excused a finding but did not
+/// apply (expired, or namespace labels unknown): only for policies that found something,
+/// so that a lapsed exception is heard about exactly when it matters. An expired exception
+/// is also logged, for the platform team.
+fn exemption_notes(
+    set: &PolicySet,
+    input: &Input,
+    violations: &[Violation],
+    excuses: &Excuses,
+) -> Vec<Violation> {
+    let counted = |v: &&Violation| v.exempted.is_none() && v.policy != GANGPLANK;
+    let found: Vec<&str> = violations
+        .iter()
+        .filter(counted)
+        .map(|v| v.policy.as_str())
+        .collect();
+    let mut out = Vec::new();
+    for note in &excuses.notes {
+        let concerned = match note.policy {
+            None => !found.is_empty(),
+            Some(i) => set
+                .policies()
+                .get(i)
+                .is_some_and(|p| found.contains(&p.name.as_str())),
+        };
+        if !concerned {
+            continue;
+        }
+        if let Some(exception) = &note.expired {
+            tracing::warn!(exception = %exception, namespace = %input.namespace, job = %input.name,
+                "expired policy exception matched a job; its findings apply again");
+        }
+        out.push(Violation::new(
+            GANGPLANK,
+            Action::Warn,
+            String::new(),
+            note.message.clone(),
+        ));
+    }
+    out
 }

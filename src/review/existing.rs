@@ -15,7 +15,7 @@
 use serde_json::Value;
 
 use super::input::{Input, Operation};
-use crate::policy::{Action, EvalError, PolicySet, Violation};
+use crate::policy::{Action, EvalError, Excuses, PolicySet, Violation};
 
 /// What an excused violation's message starts with.
 pub const EXCUSED: &str =
@@ -28,6 +28,7 @@ pub fn excuse_existing(
     input: &Input,
     object: &Value,
     violations: &mut [Violation],
+    excuses: &Excuses,
 ) -> Result<(), EvalError> {
     let Some(old) = input.old_object.as_ref() else {
         return Ok(());
@@ -36,7 +37,7 @@ pub fn excuse_existing(
         return Ok(());
     }
     let excusable = |v: &Violation| {
-        v.action == Action::Deny
+        v.effective(Action::Deny)
             && set
                 .policy(&v.policy)
                 .is_some_and(|p| p.allow_existing_violations)
@@ -56,8 +57,9 @@ pub fn excuse_existing(
         dry_run: input.dry_run,
         user_info: input.user_info.clone(),
         runtime: input.runtime.clone(),
+        caller: input.caller,
     };
-    let old_violations = set.violations(&before.build_rego_input(), &input.namespace)?;
+    let old_violations = set.violations(&before.build_rego_input(), excuses)?;
     for v in violations.iter_mut() {
         let had = old_violations
             .iter()

@@ -2,7 +2,8 @@
 //!
 //! Entry points: [`Input::create`] (a manifest, treated as CREATE) and [`Input::from_review`]
 //! (`admission.k8s.io/v1` AdmissionReview). [`Input::rego_input`] builds the Rego input
-//! document: `request`, `object`, `oldObject`, `job` (JobView), `oldJob`, `images`.
+//! document: `request`, `object`, `oldObject`, `job` (JobView), `oldJob`, `images`,
+//! `caller`.
 
 use std::collections::BTreeMap;
 
@@ -49,6 +50,29 @@ impl Operation {
     }
 }
 
+/// Who asked, as far as what the answer may tell goes: the policies name objects of the
+/// request's namespace that the job itself does not name (a claim's modes and class, a
+/// NetworkPolicy and its ports) only to an authenticated caller. Anyone who reaches the
+/// webhook port can post a review naming any namespace; the verdict is theirs to know, the
+/// namespace's contents are not (`lib.names_shown`, policies/lib/util.rego).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Caller {
+    /// A local run (`check`, `audit`, `test`: the operator's own files and credentials), or
+    /// the apiserver, authenticated by a client certificate `--client-ca` signed.
+    #[default]
+    Authenticated,
+    /// A connection without such a certificate: every caller of a server without
+    /// `--client-ca`.
+    Anonymous,
+}
+
+/// `input.caller`.
+#[derive(Serialize)]
+struct CallerView {
+    authenticated: bool,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Input {
     pub uid: String,
@@ -67,6 +91,8 @@ pub struct Input {
     ///
     /// [`RuntimeCatalog::attach`]: crate::trainer::RuntimeCatalog::attach
     pub runtime: Option<Lookup>,
+    /// Who asked: what the policies' messages may name ([`Caller`]).
+    pub caller: Caller,
 }
 
 /// What kind of object a request is about, as far as policies go.
@@ -169,6 +195,7 @@ impl Input {
             old_object: None,
             images: Map::new(),
             runtime: None,
+            caller: Caller::Authenticated,
         }
     }
 
@@ -233,6 +260,8 @@ impl Input {
             old_object,
             images: Map::new(),
             runtime: None,
+            // The server says otherwise for a connection it did not authenticate.
+            caller: Caller::Authenticated,
         };
         if let Some(claimed) = claimed {
             input.same_kind_as(&claimed?)?;
@@ -357,6 +386,8 @@ impl Input {
         put("request", serialized(&request));
         put("object", to_rego(object));
         put("images", serialized(&self.images));
+        let authenticated = self.caller == Caller::Authenticated;
+        put("caller", serialized(&CallerView { authenticated }));
         if let Some(view) = self.view_of(object) {
             put("job", serialized(&view));
         }

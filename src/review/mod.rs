@@ -15,4 +15,4 @@ pub mod skipped;
 
 pub use decide::{review, Decision};
 pub use documents::{read_documents, Document, DocumentError};
-pub use input::{Input, Operation};
+pub use input::{Caller, Input, Operation};

@@ -83,12 +83,12 @@ impl Provenance {
     }
 
     fn note(&mut self, msg: String) {
-        self.notes.push(Violation {
-            policy: POLICY.to_string(),
-            action: Action::Warn,
-            path: String::new(),
-            msg: format!("annotation {ANNOTATION} {msg}; ignored (remove it to clear this)"),
-        });
+        self.notes.push(Violation::new(
+            POLICY,
+            Action::Warn,
+            String::new(),
+            format!("annotation {ANNOTATION} {msg}; ignored (remove it to clear this)"),
+        ));
     }
 
     /// Takes out of `object` every recorded field that still holds the value gangplank
@@ -186,6 +186,7 @@ fn own(op: Op, path: String, value: Value) -> Intent {
         path,
         value,
         derived: false,
+        msg: None,
     }
 }
 
@@ -267,6 +268,7 @@ mod tests {
             path: MIN.into(),
             value: json!(5),
             derived: true,
+            msg: None,
         });
         p.write(&mut obj);
         assert_eq!(

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::cluster::{snapshot, ClusterHandle};
 use crate::policy::ParamsFile;
-use crate::review::{Input, Operation};
+use crate::review::{Caller, Input, Operation};
 use crate::trainer::RuntimeCatalog;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -73,6 +73,11 @@ pub struct Case {
     /// The runtimes are a last listing kept while their watch fails, for this reason (as
     /// the webhook's catalog marks them).
     pub runtimes_stale: Option<String>,
+    /// Who asks: `authenticated` (the default: a local run, or the apiserver with its client
+    /// certificate) or `anonymous` (a server's caller without one), whose messages name no
+    /// other object of the namespace (`input.caller`).
+    #[serde(default)]
+    pub caller: Caller,
     pub expect: Expect,
 }
 
@@ -161,6 +166,7 @@ impl Case {
             input.namespace = ns.clone();
         }
         input.images.extend(self.images.clone());
+        input.caller = self.caller;
         Ok(input)
     }
 }

@@ -18,6 +18,7 @@ use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 
+use crate::controller::managed::Managed;
 use crate::controller::scope::{dynamic_api, Scope};
 use serde_json::{json, Value};
 use tracing::{info, warn};
@@ -106,44 +107,66 @@ fn pod_groups() -> ApiResource {
 /// again if it is deleted while the TrainJob lives, until `shutdown`. The PodGroup's spec is
 /// immutable: it is created once and never patched; the garbage collector removes it with
 /// the TrainJob (its owner). With `--namespaces`, one such controller per namespace (as the
-/// training kinds', src/controller/runner.rs says why).
+/// training kinds', src/controller/runner.rs says why); with `--namespace-selector`, only
+/// TrainJobs in the namespaces `managed` admits.
 pub async fn run(
     client: kube::Client,
     scope: Scope,
+    managed: Managed,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) {
-    let loops = scope
-        .each()
-        .into_iter()
-        .map(|namespace| run_in(client.clone(), namespace, shutdown.clone()));
+    let loops = scope.each().into_iter().map(|namespace| {
+        let context = Arc::new(Native {
+            client: client.clone(),
+            managed: managed.clone(),
+        });
+        run_in(context, namespace, shutdown.clone())
+    });
     futures::future::join_all(loops.collect::<Vec<_>>()).await;
 }
 
-async fn run_in(
+/// What the reconciles share.
+struct Native {
     client: kube::Client,
+    managed: Managed,
+}
+
+async fn run_in(
+    context: Arc<Native>,
     namespace: Option<&str>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let jobs = dynamic_api(&client, namespace, &trainjobs());
-    let groups = dynamic_api(&client, namespace, &pod_groups());
+    let jobs = dynamic_api(&context.client, namespace, &trainjobs());
+    let groups = dynamic_api(&context.client, namespace, &pod_groups());
     let scope = namespace.unwrap_or("(all namespaces)");
     info!(
         namespace = scope,
         "creating the native PodGroups of TrainJobs marked {MIN_COUNT_ANNOTATION}"
     );
-    Controller::new_with(jobs, watcher::Config::default(), trainjobs())
-        .owns_with(groups, pod_groups(), watcher::Config::default())
+    let controller = Controller::new_with(jobs, watcher::Config::default(), trainjobs()).owns_with(
+        groups,
+        pod_groups(),
+        watcher::Config::default(),
+    );
+    context.managed.watch_jobs(controller.store());
+    let picked_up = context.managed.picked_up(controller.store(), trainjobs());
+    controller
+        .reconcile_on(picked_up)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(client))
+        .run(reconcile, error_policy, context.clone())
         .for_each(|_| async {})
         .await;
 }
 
-async fn reconcile(
-    job: Arc<DynamicObject>,
-    client: Arc<kube::Client>,
-) -> Result<Action, kube::Error> {
+async fn reconcile(job: Arc<DynamicObject>, ctx: Arc<Native>) -> Result<Action, kube::Error> {
     if job.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    if !ctx
+        .managed
+        .admits(job.metadata.namespace.as_deref().unwrap_or_default())
+    {
+        ctx.managed.skipped();
         return Ok(Action::await_change());
     }
     let value = serde_json::to_value(job.as_ref()).map_err(kube::Error::SerdeError)?;
@@ -153,7 +176,8 @@ async fn reconcile(
         return Ok(Action::await_change());
     };
     let group: DynamicObject = serde_json::from_value(group).map_err(kube::Error::SerdeError)?;
-    let api: Api<DynamicObject> = Api::namespaced_with((*client).clone(), namespace, &pod_groups());
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), namespace, &pod_groups());
     match api.create(&PostParams::default(), &group).await {
         Ok(_) => info!(
             namespace,
@@ -166,7 +190,7 @@ async fn reconcile(
     Ok(Action::await_change())
 }
 
-fn error_policy(job: Arc<DynamicObject>, error: &kube::Error, _: Arc<kube::Client>) -> Action {
+fn error_policy(job: Arc<DynamicObject>, error: &kube::Error, _: Arc<Native>) -> Action {
     warn!(trainjob = job.metadata.name.as_deref().unwrap_or_default(), error = %error, "cannot create the TrainJob's native PodGroup; retrying");
     Action::requeue(std::time::Duration::from_secs(5))
 }

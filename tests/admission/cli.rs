@@ -161,6 +161,26 @@ fn serve_refuses_to_start_on_a_broken_policy_directory() {
     assert!(stderr.contains("cannot load policies"), "{stderr}");
 }
 
+/// Issue 41 item 3: with the cluster-wide pull-secret reads of deploy/image-pinning and no
+/// `--client-ca`, anyone who reaches the port could make the server read any namespace's
+/// pull secrets. The server does not start, and says both ways out; before, it started.
+#[test]
+fn serve_refuses_cluster_wide_pull_secrets_without_a_client_ca_naming_both_ways_out() {
+    let out = gangplank()
+        .args(["serve", "--addr", "127.0.0.1:0", "--pull-secrets=cluster"])
+        .env_remove("GANGPLANK_CLIENT_CA")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--pull-secrets=cluster without --client-ca")
+            && stderr.contains("set --client-ca")
+            && stderr.contains("deploy/image-pinning-namespaced"),
+        "{stderr}"
+    );
+}
+
 /// `gangplank bench` with `args`; its stdout, once it has exited successfully.
 fn bench(args: &[&str]) -> String {
     let out = gangplank().arg("bench").args(args).output().expect("runs");

@@ -10,20 +10,24 @@ use std::path::Path;
 use std::time::Duration;
 
 use gangplank::admission::certs::Ca;
+use gangplank::admission::client_identity::RequiredIdentity;
 
 use crate::support::{create, example, wait_until, Options, TestServer};
 
 /// A client trusting the server's CA, presenting a certificate of `client_ca` if given.
 fn client(server: &TestServer, client_ca: Option<&Ca>) -> reqwest::Client {
+    client_as(server, client_ca.map(|ca| (ca, "system:apiserver")))
+}
+
+/// A client trusting the server's CA, presenting a certificate `(CA, CN and DNS SAN)`.
+pub fn client_as(server: &TestServer, identity: Option<(&Ca, &str)>) -> reqwest::Client {
     let ca = reqwest::Certificate::from_pem(server.ca.pem().as_bytes()).expect("CA");
     let mut builder = reqwest::Client::builder()
         .tls_certs_only([ca])
         .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(30));
-    if let Some(client_ca) = client_ca {
-        let leaf = client_ca
-            .issue_client("system:apiserver", 1)
-            .expect("client certificate");
+    if let Some((client_ca, name)) = identity {
+        let leaf = client_ca.issue_client(name, 1).expect("client certificate");
         let pem = format!("{}{}", leaf.cert_pem, leaf.key_pem);
         builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
     }
@@ -104,6 +108,77 @@ async fn with_a_client_ca_only_its_clients_are_judged_and_probes_answer_anyone()
     let stranger = client(&server, Some(&Ca::generate(1).expect("CA")));
     let refused = TestServer::post_with(&stranger, server.url("/mutate"), review("other-ca")).await;
     assert!(refused.is_err(), "refused in the handshake: {refused:?}");
+}
+
+/// `--client-ca-subject` (issue 41 item 3): the CA may sign more than the apiserver's
+/// certificate (kubeadm's front-proxy client, a company CA); only the one named is judged.
+/// Before, any certificate of the CA was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_required_subject_a_certificate_of_the_same_ca_for_another_name_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let apiserver_ca = Ca::generate(1).expect("CA");
+    let ca_file = dir.path().join("client-ca.crt");
+    std::fs::write(&ca_file, apiserver_ca.pem()).expect("write");
+    let server = TestServer::with(Options {
+        client_ca: Some(ca_file),
+        client_identity: RequiredIdentity::new(vec!["kube-apiserver".into()], vec![]),
+        ..Options::default()
+    })
+    .await;
+
+    let apiserver = client_as(&server, Some((&apiserver_ca, "kube-apiserver")));
+    let (status, answer) = TestServer::post_with(&apiserver, server.url("/mutate"), review("ok"))
+        .await
+        .expect("answered");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["response"]["uid"], "ok");
+
+    // Same CA, another name: refused before the body is read, saying what it carries.
+    let tenant = client_as(&server, Some((&apiserver_ca, "team-a-ci")));
+    for path in ["/mutate", "/validate"] {
+        let r = tenant
+            .post(server.url(path))
+            .body(review("other-name"))
+            .send()
+            .await
+            .expect("answered");
+        let status = r.status();
+        let text = r.text().await.expect("text");
+        assert_eq!(status, 403, "{path}: {text}");
+        assert!(
+            text.contains("carries the identity --client-ca-subject / --client-san name")
+                && text.contains("this connection's carries CN team-a-ci"),
+            "{text}"
+        );
+    }
+    let (status, text) = get(&tenant, server.url("/metrics"))
+        .await
+        .expect("answered");
+    assert_eq!(status, 403, "{text}");
+    assert_eq!(server.metrics.client_auth_refusals_with("identity"), 3);
+
+    // No certificate at all: refused as before, counted apart.
+    let anyone = client(&server, None);
+    let r = anyone
+        .post(server.url("/mutate"))
+        .body(review("none"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        server.metrics.client_auth_refusals_with("no_certificate"),
+        1
+    );
+    assert_eq!(
+        server.metrics.requests_with(
+            gangplank::admission::metrics::Endpoint::Mutate,
+            "PyTorchJob",
+            gangplank::admission::metrics::Decision::Patched
+        ),
+        1,
+        "only the apiserver's review was judged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,7 +47,8 @@ fn policies_dir() -> tempfile::TempDir {
     dir
 }
 
-async fn start(dir: &Path) -> TestServer {
+/// A server on `dir` (shared with the other reload-driven suites).
+pub async fn start(dir: &Path) -> TestServer {
     TestServer::with(Options {
         policies: dir.to_path_buf(),
         ..Options::default()

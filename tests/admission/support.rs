@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use gangplank::admission::certs::{Bundle, Ca};
+use gangplank::admission::client_identity::RequiredIdentity;
 use gangplank::admission::handler::Limits;
 use gangplank::admission::{CertFiles, Config, Metrics, PolicyStore, Server, ServingCert};
+use gangplank::cluster::ClusterHandle;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -59,6 +61,10 @@ pub struct Options {
     pub client_ca: Option<PathBuf>,
     /// `--metrics-addr`.
     pub metrics_addr: Option<SocketAddr>,
+    /// `--client-ca-subject` / `--client-san`, with `client_ca`.
+    pub client_identity: Option<RequiredIdentity>,
+    /// `data.cluster` (the inventory a cluster-aware server watches); empty by default.
+    pub cluster: ClusterHandle,
 }
 
 impl Default for Options {
@@ -74,6 +80,8 @@ impl Default for Options {
             review_budget_wait: gangplank::admission::server::DEFAULT_REVIEW_BUDGET_WAIT,
             client_ca: None,
             metrics_addr: None,
+            client_identity: None,
+            cluster: ClusterHandle::default(),
         }
     }
 }
@@ -126,7 +134,8 @@ impl TestServer {
         cert: Arc<ServingCert>,
     ) -> TestServer {
         let metrics = Arc::new(Metrics::new());
-        let store = Arc::new(PolicyStore::load(&opts.policies).expect("policies load"));
+        let store = PolicyStore::load_with_cluster(&opts.policies, opts.cluster.clone());
+        let store = Arc::new(store.expect("policies load"));
         let config = Config {
             addr: "127.0.0.1:0".parse().expect("addr"),
             limits: Limits {
@@ -144,7 +153,8 @@ impl TestServer {
             client_ca: opts.client_ca.as_deref().map(|path| {
                 Arc::new(
                     gangplank::admission::client_auth::ClientCa::from_file(path)
-                        .expect("client CA loads"),
+                        .expect("client CA loads")
+                        .requiring(opts.client_identity.clone()),
                 )
             }),
             metrics_addr: opts.metrics_addr,

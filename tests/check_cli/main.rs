@@ -8,10 +8,12 @@
 //! manifests), `formats` (output formats, stdin, AdmissionReviews), `unreadable` (input that
 //! must exit 2 with a message naming the document) and `malformed_jobs` (jobs whose structure
 //! is wrong: a verdict naming the field, never a crash), `updates` (UPDATE reviews with
-//! `oldObject`), `explain` (`--explain` and `--profile`: the policies the applicability index
+//! `oldObject`), `exemptions` (audit-first `--default-action`, exemptions and
+//! exceptions), `explain` (`--explain` and `--profile`: the policies the applicability index
 //! skips).
 
 mod examples;
+mod exemptions;
 mod explain;
 mod formats;
 mod limits;

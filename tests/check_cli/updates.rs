@@ -90,3 +90,52 @@ fn an_old_violation_left_untouched_by_a_label_edit_only_warns() {
     assert_exit(&run, 0);
     assert_stdout_has(&run, &["ALLOWED", "already so before this update"]);
 }
+
+/// The controller's own release stamp written into a pod template (a date to come would hold
+/// the gang watchdog off): removed, on CREATE and UPDATE alike, with exactly one patch
+/// operation and a warning that says so.
+#[test]
+fn a_release_stamp_in_a_pod_template_is_removed_on_create_and_update_saying_so() {
+    let old = stored();
+    let mut forged = old.clone();
+    forged["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"] =
+        json!({"gangplank.dev/released-at": "2999-01-01T00:00:00Z"});
+    let create = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u", "operation": "CREATE", "namespace": "vision",
+            "name": old["metadata"]["name"], "object": forged},
+    })
+    .to_string();
+    let expected = json!([{"op": "remove",
+        "path": "/spec/pytorchReplicaSpecs/Worker/template/metadata/annotations/gangplank.dev~1released-at"}]);
+    for (name, review) in [
+        ("create.json", create),
+        ("update.json", update(&old, &forged)),
+    ] {
+        let run = check_text(name, &review, &["-o", "json"]);
+        assert_exit(&run, 0);
+        let decision = &parse_json(&run)[0]["decision"];
+        assert_eq!(decision["patch"], expected, "{name}\n{}", run.output());
+        let told = decision["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| {
+                v["policy"] == "annotations"
+                    && v["action"] == "warn"
+                    && v["msg"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("not the Worker template's"))
+            });
+        assert!(told, "{name}: {decision:#}");
+        let text = check_text(name, &review, &[]);
+        assert_stdout_has(
+            &text,
+            &[
+                "warn  [annotations]",
+                "removed: gangplank.dev/released-at is the controller's own stamp",
+                r#"{"op":"remove","path":"/spec/pytorchReplicaSpecs/Worker/template/metadata/annotations/gangplank.dev~1released-at"}"#,
+            ],
+        );
+    }
+}

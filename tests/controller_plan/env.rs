@@ -91,19 +91,56 @@ fn pytorch_workers_wait_for_the_master_in_an_init_container() {
         )
     );
     assert_eq!(serde_json::json!(c.security_context), restricted());
+    let command = c.command.clone().unwrap_or_default();
+    assert_eq!(command[..2], strs(&["sh", "-c"])[..]);
+    let script = command.get(2).cloned().unwrap_or_default();
+    // The complete name with its trailing dot: busybox's nslookup fails a short name when
+    // any search domain answers NXDOMAIN (issue 43), so no search list may take part.
+    assert!(
+        script.starts_with(
+            "name='mnist-master-0.team-a.svc.cluster.local.'; end=$(( $(date +%s) + 200 ))\n"
+        ),
+        "{script}"
+    );
+    assert!(script.contains("until nslookup \"$name\""), "{script}");
+    assert!(script.contains("did not resolve within 200s"), "{script}");
     assert_eq!(
-        c.command,
-        Some(strs(&[
-            "sh",
-            "-c",
-            "err=1;for i in $(seq 100); do if nslookup mnist-master-0; then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err"
-        ]))
+        c.termination_message_policy.as_deref(),
+        Some("FallbackToLogsOnError")
     );
     let master = created_pod(&plan, "mnist-master-0")
         .spec
         .clone()
         .unwrap_or_default();
     assert_eq!(master.init_containers.unwrap_or_default().len(), 0);
+}
+
+/// A cluster whose kubelets use another clusterDomain: the worker waits for the master's
+/// name under that domain, its timeout from `--pytorch-init-timeout`.
+#[test]
+fn pytorch_workers_wait_for_the_master_under_the_clusters_own_domain() {
+    let config = Config {
+        cluster_domain: gangplank::controller::cluster_domain::ClusterDomain::parse("k8s.corp.")
+            .unwrap_or_default(),
+        pytorch_init_timeout: std::time::Duration::from_secs(45),
+        ..Config::default()
+    };
+    let plan = pytorch_job(1, 2).plan_with(&Observed::default(), 0, &config);
+    for worker in ["mnist-worker-0", "mnist-worker-1"] {
+        let spec = created_pod(&plan, worker).spec.clone().unwrap_or_default();
+        let init = spec.init_containers.unwrap_or_default();
+        let script = init
+            .first()
+            .and_then(|c| c.command.clone())
+            .and_then(|c| c.get(2).cloned())
+            .unwrap_or_default();
+        assert!(
+            script.starts_with(
+                "name='mnist-master-0.team-a.svc.k8s.corp.'; end=$(( $(date +%s) + 45 ))"
+            ),
+            "{worker}: {script}"
+        );
+    }
 }
 
 #[test]
@@ -125,7 +162,7 @@ fn tf_config_lists_every_replica_type_and_the_task() {
 #[test]
 fn tf_config_uses_the_custom_cluster_domain() {
     let config = Config {
-        cluster_domain: Some("cluster.local".into()),
+        address_domain: Some("cluster.local".into()),
         ..Config::default()
     };
     let plan = tf_job(0, 2, 0).plan_with(&Observed::default(), 0, &config);

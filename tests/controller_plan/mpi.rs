@@ -104,7 +104,7 @@ fn config_map_lists_workers_with_slots_per_implementation() {
         "mnist-worker-0.mnist.team-a.svc:8\nmnist-worker-1.mnist.team-a.svc:8\n"
     );
     let domain = gangplank::controller::Config {
-        cluster_domain: Some("cluster.local".into()),
+        address_domain: Some("cluster.local".into()),
         ..Default::default()
     };
     let plan = mpi_job(1).plan_with(&Observed::default(), 0, &domain);

@@ -317,14 +317,7 @@ fn a_released_pods_deadline_runs_from_its_release() {
     });
     assert_eq!(at, Some(time(late)), "{:?}", action_list(&plan.actions));
 
-    let mut released = ungated(first_pods(&job, &native()));
-    let stamp = time(late).0.to_string();
-    for pod in &mut released.pods {
-        pod.metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert("gangplank.dev/released-at".into(), stamp.clone());
-    }
+    let released = stamped(ungated(first_pods(&job, &native())), late);
     let plan = job.plan_with(&released, late + 60, &native());
     assert!(
         conditions(&plan).iter().all(|(t, _, _)| t != "Failed"),
@@ -338,4 +331,43 @@ fn a_released_pods_deadline_runs_from_its_release() {
         "{:?}",
         conditions(&plan)
     );
+}
+
+/// `observed` with every pod stamped released at `at` (what the release writes).
+fn stamped(mut observed: Observed, at: i64) -> Observed {
+    let stamp = time(at).0.to_string();
+    for pod in &mut observed.pods {
+        pod.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("gangplank.dev/released-at".into(), stamp.clone());
+    }
+    observed
+}
+
+/// A release stamp the controller cannot have written (the pods were created at 0): one
+/// from the future (forged in a template or on the pod) would restart the clock at every
+/// look and switch the watchdog off for good; one before the pod's creation would start it
+/// early. Neither is believed: the clock runs from the pod's creation.
+#[test]
+fn a_release_stamp_outside_creation_and_now_does_not_move_the_clock() {
+    let job = ordered("Worker,Master");
+    let fifteen_minutes = 15 * 60;
+    let ten_years = 10 * 365 * 24 * 3600;
+    for (why, stamp) in [("from the future", ten_years), ("before creation", -3600)] {
+        let forged = stamped(ungated(first_pods(&job, &native())), stamp);
+        let plan = job.plan_with(&forged, fifteen_minutes - 60, &native());
+        assert!(
+            conditions(&plan).iter().all(|(t, _, _)| t != "Failed"),
+            "{why}: {:?}",
+            conditions(&plan)
+        );
+        assert_eq!(plan.requeue_after, secs(60), "{why}: from creation");
+        let plan = job.plan_with(&forged, fifteen_minutes + 1, &native());
+        assert!(
+            message(&plan, "Failed").contains("did not start within 900s: 3 pod(s) still Pending"),
+            "{why}: {:?}",
+            conditions(&plan)
+        );
+    }
 }

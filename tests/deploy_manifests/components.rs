@@ -15,7 +15,11 @@ use crate::support::*;
 
 /// `kubectl kustomize` of an overlay of deploy/ with `components` and, for each namespace
 /// of `namespaces`, deploy/`binding` included in it; `None` (after a notice) without kubectl.
-fn build(components: &[&str], binding: Option<&str>, namespaces: &[&str]) -> Option<Vec<Value>> {
+pub fn build(
+    components: &[&str],
+    binding: Option<&str>,
+    namespaces: &[&str],
+) -> Option<Vec<Value>> {
     let overlay = tempfile::tempdir().expect("temp dir");
     let deploy = relative_path(overlay.path(), &deploy_dir());
     let mut resources = vec![deploy.display().to_string()];
@@ -58,10 +62,12 @@ fn rows(rows: &[(&str, &str, &[&str])]) -> Grants {
         .collect()
 }
 
-/// What a component adds to the controller's ClusterRole, and the kinds its Deployment runs.
+/// What an MPI component adds to the controller's ClusterRole, and the kinds its Deployment
+/// runs (after deploy/controller-namespaced, without which it does not build).
 fn added_by(component: &str) -> Option<(Grants, Vec<String>)> {
-    let base = build(&["controller"], None, &[])?;
-    let with = build(&["controller", component], None, &[])?;
+    let confined = ["controller", "controller-namespaced"];
+    let base = build(&confined, None, &[])?;
+    let with = build(&[confined[0], confined[1], component], None, &[])?;
     let role = |objects: &[Value]| grants(find(objects, "ClusterRole", "gangplank-controller"));
     let added = role(&with).difference(&role(&base)).cloned().collect();
     let args = &find(&with, "Deployment", "gangplank-controller")["spec"]["template"]["spec"]
@@ -135,7 +141,7 @@ fn bindings<'a>(objects: &'a [Value], kind: &str, role: &str) -> Vec<&'a Value> 
 #[test]
 fn controller_namespaced_binds_its_role_only_in_the_listed_namespaces_and_watches_only_those() {
     let listed = ["team-a", "team-b"];
-    let components = ["controller", "controller-mpi-v1", "controller-namespaced"];
+    let components = ["controller", "controller-namespaced", "controller-mpi-v1"];
     let Some(objects) = build(&components, Some("controller-namespaced/binding"), &listed) else {
         return;
     };

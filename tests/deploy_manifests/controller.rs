@@ -106,6 +106,8 @@ fn controller_rbac_grants_exactly_what_the_controller_does() {
         ),
         // --trainjobs: the TrainJobs whose native PodGroup it creates, read only.
         ("trainer.kubeflow.org", &["trainjobs"], &["list", "watch"]),
+        // --namespace-selector: the Namespaces carrying the opt-in label, read only.
+        ("", &["namespaces"], &["list", "watch"]),
     ]);
     let role = one(manifests, "ClusterRole");
     for reach in [
@@ -210,9 +212,14 @@ fn controller_admission_policies_are_bound_to_deny_and_fail_closed() {
         names,
         BTreeSet::from([
             "gangplank-controller-namespaces",
+            "gangplank-controller-managed-namespaces",
             "gangplank-controller-pods",
             "gangplank-controller-pod-updates",
-            "gangplank-controller-jobs"
+            "gangplank-controller-jobs",
+            "gangplank-controller-subresources",
+            "gangplank-controller-deletes",
+            "gangplank-controller-owned-objects",
+            "gangplank-released-at",
         ])
     );
     let bindings = manifests.in_component("controller", "ValidatingAdmissionPolicyBinding");
@@ -235,5 +242,47 @@ fn controller_admission_policies_are_bound_to_deny_and_fail_closed() {
         );
     }
     let kustomization = &documents(&deploy_dir().join("controller/kustomization.yaml"))[0];
-    assert!(strings(&kustomization["resources"]).contains(&"admission-policy.yaml"));
+    for file in [
+        "admission-policy.yaml",
+        "allow-list-policy.yaml",
+        "owned-objects-policy.yaml",
+        "released-at-policy.yaml",
+    ] {
+        assert!(
+            strings(&kustomization["resources"]).contains(&file),
+            "{file}"
+        );
+    }
+}
+
+/// The controller's own allow-list (`--namespace-selector`, src/controller/managed.rs) and
+/// the admission policy that refuses its writes elsewhere name the same label: were they to
+/// drift, the controller would reconcile jobs whose every write is refused (or the fence
+/// would cover namespaces the controller ignores).
+#[test]
+fn the_controllers_namespace_selector_and_the_allow_list_policy_name_one_label() {
+    let manifests = Manifests::get();
+    let deployment = one(manifests, "Deployment");
+    let args = strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let selector = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--namespace-selector="))
+        .expect("deploy/controller runs the controller with --namespace-selector");
+    let (key, value) = selector
+        .split_once('=')
+        .expect("--namespace-selector is one key=value label");
+    let policy = manifests
+        .in_component("controller", "ValidatingAdmissionPolicy")
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == "gangplank-controller-managed-namespaces")
+        .expect("the allow-list policy gangplank-controller-managed-namespaces");
+    let expressions = policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+        .as_array()
+        .expect("matchExpressions");
+    let label = expressions
+        .iter()
+        .find(|e| e["key"] == key)
+        .unwrap_or_else(|| panic!("the policy's namespaceSelector does not name {key}"));
+    assert_eq!(label["operator"], "NotIn", "{label}");
+    assert_eq!(strings(&label["values"]), [value], "{label}");
 }

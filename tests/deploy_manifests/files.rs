@@ -64,11 +64,24 @@ fn kustomization_applies_every_manifest_into_gangplanks_namespace() {
 }
 
 #[test]
-fn image_tag_is_the_crate_version() {
+fn the_image_is_named_by_the_digest_the_release_command_wrote() {
     let kustomization = &documents(&deploy_dir().join("kustomization.yaml"))[0];
     let image = &kustomization["images"][0];
     assert_eq!(image["name"], "gangplank");
-    assert_eq!(image["newTag"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        image.get("newTag").is_none(),
+        "a digest, not a tag: {image}"
+    );
+    let digest = image["digest"].as_str().unwrap_or_default();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+    assert_eq!(
+        format!("{}@{digest}", image["newName"].as_str().unwrap_or_default()),
+        crate::support::pinned_image()
+    );
+    // The base names the placeholder kustomize replaces.
     let container_image = Manifests::get().container()["image"]
         .as_str()
         .expect("image");

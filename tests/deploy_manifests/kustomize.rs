@@ -10,31 +10,11 @@ use serde_json::Value;
 use crate::policies::PolicyFiles;
 use crate::support::*;
 
-/// kubectl: on PATH, else the one of the kube test binaries (KUBEBUILDER_ASSETS, or
-/// `~/.cache/kube-test-assets/<version>/`, where ../shared/tools/kube-test-assets.sh puts it).
+/// kubectl where `gangplank-release render` finds it (on PATH, else the kube test binaries':
+/// src/release/kubectl.rs); without one, plain `kubectl`, which then fails to start and
+/// [`kustomize`] skips.
 fn kubectl() -> PathBuf {
-    let on_path = Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output();
-    if on_path.is_ok() {
-        return PathBuf::from("kubectl");
-    }
-    let assets = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from);
-    let cache = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kube-test-assets"));
-    let cached = cache
-        .and_then(|dir| std::fs::read_dir(dir).ok())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .max();
-    assets
-        .into_iter()
-        .chain(cached)
-        .map(|dir| dir.join("kubectl"))
-        .find(|k| k.is_file())
-        .unwrap_or_else(|| PathBuf::from("kubectl"))
+    gangplank::release::kubectl::find().unwrap_or_else(|_| PathBuf::from("kubectl"))
 }
 
 /// `kubectl kustomize DIR` as JSON documents, or `None` when no kubectl is installed.
@@ -113,17 +93,17 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         keys.sort();
         keys
     };
-    assert_eq!(
-        keys(find(&plain, "ConfigMap", POLICIES_CONFIGMAP)),
-        files.top
-    );
+    let mut deployed = keys(find(&plain, "ConfigMap", POLICIES_CONFIGMAP));
+    deployed.extend(keys(find(&plain, "ConfigMap", CLUSTER_POLICIES_CONFIGMAP)));
+    deployed.sort();
+    assert_eq!(deployed, files.top);
     if !files.lib.is_empty() {
         assert_eq!(keys(find(&plain, "ConfigMap", LIB_CONFIGMAP)), files.lib);
     }
     let image = find(&plain, "Deployment", "gangplank-webhook")["spec"]["template"]["spec"]
         ["containers"][0]["image"]
         .clone();
-    assert_eq!(image, format!("gangplank:{}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(image, crate::support::pinned_image());
 
     // The cert-manager variant as certs/README.md tells users to build it: an overlay of
     // their own that adds the component.
@@ -193,6 +173,7 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         serde_json::json!([
             {"apiGroups": [""], "resources": ["nodes", "namespaces", "persistentvolumeclaims"], "verbs": ["list", "watch"]},
             {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list", "watch"]},
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["list", "watch"]},
             {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": ["list", "watch"]},
             {"apiGroups": ["topology.volcano.sh"], "resources": ["hypernodes"], "verbs": ["list", "watch"]},
@@ -228,12 +209,12 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
         );
     }
     let image = &controller["spec"]["template"]["spec"]["containers"][0]["image"];
-    assert_eq!(image, &format!("gangplank:{}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(image, &crate::support::pinned_image());
     // ServiceAccount, ClusterRole and its binding, the leader Role and its binding, the
-    // Deployment, its PDB, four admission policies and their bindings.
+    // Deployment, its PDB, nine admission policies and their bindings.
     assert_eq!(
         with_controller.len(),
-        plain.len() + 15,
+        plain.len() + 25,
         "{with_controller:#?}"
     );
 
@@ -310,9 +291,10 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
     );
 }
 
-/// A release pins gangplank's own image by digest, as deploy/README.md ("Image") tells: an
-/// overlay's `images:` entry with `digest:` reaches both Deployments, webhook and controller,
-/// as `name@sha256:...` and nothing else (no tag beside it to drift).
+/// A platform's own registry, as deploy/README.md ("Image") tells: an overlay's `images:`
+/// entry naming the released repository, with `digest:`, reaches both Deployments, webhook
+/// and controller, and the audit CronJob, as `name@sha256:...` and nothing else (no tag
+/// beside it to drift).
 #[test]
 fn an_overlay_pins_both_deployments_to_one_image_digest() {
     let overlay = tempfile::tempdir().expect("temp dir");
@@ -321,9 +303,10 @@ fn an_overlay_pins_both_deployments_to_one_image_digest() {
     std::fs::write(
         overlay.path().join("kustomization.yaml"),
         format!(
-            "resources: [{}]\ncomponents: [{}]\nimages:\n  - name: gangplank\n    newName: registry.example.com/platform/gangplank\n    digest: {digest}\n",
+            "resources: [{}]\ncomponents: [{}, {}]\nimages:\n  - name: ghcr.io/gangplank-dev/gangplank\n    newName: registry.example.com/platform/gangplank\n    digest: {digest}\n",
             deploy.display(),
-            deploy.join("controller").display()
+            deploy.join("controller").display(),
+            deploy.join("audit").display()
         ),
     )
     .expect("write overlay");
@@ -344,4 +327,10 @@ fn an_overlay_pins_both_deployments_to_one_image_digest() {
             "{name}"
         );
     }
+    let cronjob = &find(&built, "CronJob", "gangplank-audit");
+    assert_eq!(
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str(),
+        Some(format!("registry.example.com/platform/gangplank@{digest}").as_str()),
+    );
 }

@@ -10,16 +10,24 @@
 //! cert-manager) offline; otherwise that test says it skipped.
 //!
 //! One binary, split by topic: `files` (what kustomize applies), `webhooks` (the admission
-//! configurations), `workload` (Deployment, PDB, Service, ServiceAccount), `cert_manager`
+//! configurations), `workload` (Deployment, PDB, Service, ServiceAccount), `network_policy`
+//! (closed by default, and the install guide's patches), `cert_manager`
 //! and `controller` (the components), `components` (the opt-in widening and narrowing
-//! components), `policies` (the ConfigMaps and their file lists) and `kustomize` (the builds).
+//! components), `first_day` (opt-in, fail-open, audit-first), `policies` (the ConfigMaps and
+//! their file lists), `kustomize` (the builds), `combinations` (which component lists
+//! build) and `install_namespace` (deploy/ rendered into another namespace).
 
 mod cert_manager;
+mod combinations;
 mod components;
 mod controller;
 mod files;
+mod first_day;
 mod image_pinning;
+mod install_namespace;
 mod kustomize;
+mod monitoring;
+mod network_policy;
 mod policies;
 mod support;
 mod webhooks;

@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use crate::support::*;
 
 /// What `policies/` holds that the server loads: top-level `*.rego` and `params.yaml`, and
@@ -12,6 +14,16 @@ use crate::support::*;
 pub struct PolicyFiles {
     pub top: Vec<String>,
     pub lib: Vec<String>,
+}
+
+/// Whether top-level policy `name` reads the cluster inventory, and so belongs in the
+/// cluster policies ConfigMap.
+fn reads_the_cluster(name: &str) -> bool {
+    let path = policies_dir().join(name);
+    name.ends_with(".rego")
+        && std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .contains("data.cluster")
 }
 
 impl PolicyFiles {
@@ -46,7 +58,12 @@ impl PolicyFiles {
 
     /// What each generator must list, by ConfigMap name: paths relative to policies/.
     fn expected_generators(&self) -> BTreeMap<&'static str, BTreeSet<String>> {
-        let mut out = BTreeMap::from([(POLICIES_CONFIGMAP, self.top.iter().cloned().collect())]);
+        let (cluster, rest): (BTreeSet<String>, BTreeSet<String>) =
+            self.top.iter().cloned().partition(|n| reads_the_cluster(n));
+        let mut out = BTreeMap::from([
+            (POLICIES_CONFIGMAP, rest),
+            (CLUSTER_POLICIES_CONFIGMAP, cluster),
+        ]);
         if !self.lib.is_empty() {
             out.insert(
                 LIB_CONFIGMAP,
@@ -181,21 +198,72 @@ fn mounted_policy_volume_loads_as_a_policy_set() {
 
 #[test]
 fn policies_fit_a_configmap_applied_client_side() {
-    // `kubectl apply` (client-side) keeps the whole object in an annotation, and annotations
-    // are limited to 256 KiB in total; a ConfigMap itself to 1 MiB.
+    // `kubectl apply` (client-side) keeps the whole object in an annotation of that object,
+    // and an object's annotations are limited to 256 KiB in total (a ConfigMap itself to
+    // 1 MiB): each generated ConfigMap, with room for JSON escaping, stays under 200 KiB.
     let dir = policies_dir();
-    let total: u64 = generators()
-        .values()
-        .flatten()
-        .map(|f| {
-            let path = dir.join(f);
-            std::fs::metadata(&path)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-                .len()
-        })
-        .sum();
-    assert!(
-        total < 200 * 1024,
-        "{total} bytes of policies: split the ConfigMap or use server-side apply"
+    for (name, files) in generators() {
+        let total: u64 = files
+            .iter()
+            .map(|f| {
+                let path = dir.join(f);
+                std::fs::metadata(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                    .len()
+            })
+            .sum();
+        assert!(
+            total < 200 * 1024,
+            "ConfigMap {name}: {total} bytes of policies: split it or use server-side apply"
+        );
+    }
+}
+
+/// deploy/audit's CronJob judges by what the webhook serves and runs as hardened: its pod
+/// mounts the webhook's policy volume, item for item (a lib file added to one and not the
+/// other fails here), at the same path, from the same image name (so kustomize's pin
+/// reaches it), with the same container securityContext, as a ServiceAccount of its own.
+#[test]
+fn audit_cronjob_mounts_the_webhooks_policies_and_runs_as_hardened() {
+    let manifests = Manifests::get();
+    let cronjobs = manifests.in_component("audit", "CronJob");
+    assert_eq!(cronjobs.len(), 1, "one CronJob in deploy/audit");
+    let cronjob = cronjobs[0];
+    assert_eq!(cronjob["spec"]["concurrencyPolicy"], "Forbid");
+    let pod = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let policies = |pod: &Value| -> Value {
+        pod["volumes"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["name"] == "policies"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let webhook = manifests.pod();
+    assert!(!policies(webhook).is_null(), "the webhook mounts policies");
+    assert_eq!(policies(pod), policies(webhook));
+    let container = &pod["containers"][0];
+    let mount = |c: &Value| -> Value {
+        c["volumeMounts"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["name"] == "policies"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(mount(container), mount(manifests.container()));
+    assert!(strings(&container["args"]).contains(&"--policies=/etc/gangplank/policies"));
+    let image_name = |c: &Value| -> String {
+        let image = c["image"].as_str().unwrap_or_default();
+        image
+            .split([':', '@'])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(image_name(container), image_name(manifests.container()));
+    assert_eq!(
+        container["securityContext"],
+        manifests.container()["securityContext"]
     );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["serviceAccountName"], "gangplank-audit");
 }

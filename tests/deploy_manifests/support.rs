@@ -7,6 +7,7 @@ use serde_json::Value;
 
 pub const NAMESPACE: &str = "gangplank-system";
 pub const POLICIES_CONFIGMAP: &str = "gangplank-policies";
+pub const CLUSTER_POLICIES_CONFIGMAP: &str = "gangplank-cluster-policies";
 pub const LIB_CONFIGMAP: &str = "gangplank-policy-lib";
 
 /// The seven training kind/versions, as webhook rules name them.
@@ -184,4 +185,12 @@ pub fn bytes(quantity: &str) -> u64 {
 pub fn selects(selector: &Value, labels: &Value) -> bool {
     let selector = selector.as_object().expect("matchLabels");
     !selector.is_empty() && selector.iter().all(|(k, v)| labels[k] == *v)
+}
+
+/// `<repository>@<digest>`: the image deploy/kustomization.yaml pins (`gangplank-release pin`
+/// writes it), which kustomize puts in both Deployments.
+pub fn pinned_image() -> String {
+    let text = std::fs::read_to_string(deploy_dir().join("kustomization.yaml")).expect("read");
+    let (repository, digest) = gangplank::release::pin::pinned(&text).expect("the image block");
+    format!("{repository}@{digest}")
 }

@@ -92,49 +92,6 @@ fn both_deployments_run_at_gangplanks_priority_and_the_controller_keeps_a_pod_th
     );
 }
 
-/// Only the control plane may open the webhook port: the policy selects the webhook pods,
-/// is Ingress only (egress untouched: the registries, the API), and admits port 8443 from
-/// one ipBlock, the placeholder a platform replaces with its apiserver addresses
-/// (deploy/networkpolicy.yaml). /metrics is on a port of its own (`--metrics-addr`), which
-/// only the monitoring namespace may open.
-#[test]
-fn network_policy_admits_only_an_ip_block_to_the_webhook_port() {
-    let manifests = Manifests::get();
-    let policy = manifests.one("NetworkPolicy");
-    let labels = &manifests.deployment()["spec"]["template"]["metadata"]["labels"];
-    assert!(selects(
-        &policy["spec"]["podSelector"]["matchLabels"],
-        labels
-    ));
-    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
-    let ingress = policy["spec"]["ingress"].as_array().expect("ingress");
-    assert_eq!(ingress.len(), 2, "{ingress:?}");
-    assert_eq!(
-        ingress[0]["ports"],
-        json!([{"protocol": "TCP", "port": 8443}])
-    );
-    let from = ingress[0]["from"].as_array().expect("from");
-    assert_eq!(from.len(), 1, "{from:?}");
-    assert!(from[0]["ipBlock"]["cidr"].is_string(), "{from:?}");
-    assert!(from[0].get("podSelector").is_none() && from[0].get("namespaceSelector").is_none());
-    let port = &manifests.container()["ports"][0];
-    assert_eq!(port["containerPort"], 8443);
-    let metrics_addr = manifests.container()["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(|a| a.as_str()?.strip_prefix("--metrics-addr="))
-        .next()
-        .expect("--metrics-addr keeps /metrics off the webhook port");
-    assert!(metrics_addr.ends_with(":9090"), "{metrics_addr}");
-    assert_eq!(
-        ingress[1]["ports"],
-        json!([{"protocol": "TCP", "port": 9090}])
-    );
-    let scraper = &ingress[1]["from"][0]["namespaceSelector"]["matchLabels"];
-    assert_eq!(scraper["kubernetes.io/metadata.name"], "monitoring");
-}
-
 /// Transparent huge pages inflated RSS (RELIABILITY.md "Soak": 43 of 73 MiB of heap); the
 /// binary never asks for them, and `MIMALLOC_ALLOW_THP=0` also keeps them off on nodes whose
 /// THP mode is "always". Both processes are the same binary, so both Deployments carry it.
@@ -282,14 +239,19 @@ fn deployment_mounts_the_tls_secret_and_the_policies_where_the_server_reads_them
     assert_eq!(arg("policies"), "/etc/gangplank/policies");
     let sources = volumes["policies"]["projected"]["sources"]
         .as_array()
-        .expect("the policies volume projects the two ConfigMaps");
+        .expect("the policies volume projects the three ConfigMaps");
     assert_eq!(sources[0]["configMap"]["name"], POLICIES_CONFIGMAP);
     assert!(
         sources[0]["configMap"].get("items").is_none(),
         "every key of {POLICIES_CONFIGMAP} lands at the top"
     );
-    assert_eq!(sources[1]["configMap"]["name"], LIB_CONFIGMAP);
-    let items: BTreeSet<(&str, &str)> = sources[1]["configMap"]["items"]
+    assert_eq!(sources[1]["configMap"]["name"], CLUSTER_POLICIES_CONFIGMAP);
+    assert!(
+        sources[1]["configMap"].get("items").is_none(),
+        "every key of {CLUSTER_POLICIES_CONFIGMAP} lands at the top"
+    );
+    assert_eq!(sources[2]["configMap"]["name"], LIB_CONFIGMAP);
+    let items: BTreeSet<(&str, &str)> = sources[2]["configMap"]["items"]
         .as_array()
         .expect("lib items")
         .iter()

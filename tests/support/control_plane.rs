@@ -23,6 +23,9 @@ use super::process::Process;
 pub const TOKEN: &str = "gangplank-tests-admin";
 /// Field manager of everything the test harness applies.
 pub const FIELD_MANAGER: &str = "gangplank-tests";
+/// The label of the namespaces gangplank's controller serves (deploy/controller's
+/// allow-list-policy.yaml and its --namespace-selector).
+pub const MANAGED_LABEL: &str = "gangplank.dev/managed";
 /// An apiserver that is not ready by then is broken, not slow (it takes ~5 s here).
 const START_LIMIT: Duration = Duration::from_secs(60);
 const START_ATTEMPTS: usize = 3;
@@ -220,14 +223,29 @@ impl ControlPlane {
         kube::Client::try_from(config).expect("client")
     }
 
-    /// Creates a namespace of its own for one test: `<prefix>-<n>`.
+    /// Creates a namespace of its own for one test: `<prefix>-<n>`, labelled
+    /// `gangplank.dev/managed=true` as the install guide tells users to label the namespaces
+    /// their jobs run in (deploy/controller's allow-list policy refuses the controller's
+    /// writes anywhere else).
     pub async fn namespace(&self, prefix: &str) -> String {
+        self.namespace_labelled(prefix, json!({MANAGED_LABEL: "true"}))
+            .await
+    }
+
+    /// As [`ControlPlane::namespace`], without the `gangplank.dev/managed` label: a
+    /// namespace the controller must not write in.
+    pub async fn unmanaged_namespace(&self, prefix: &str) -> String {
+        self.namespace_labelled(prefix, json!({})).await
+    }
+
+    async fn namespace_labelled(&self, prefix: &str, labels: Value) -> String {
         let n = self.namespaces.fetch_add(1, Ordering::Relaxed);
         let prefix: String = prefix.chars().take(50).collect();
         let name = format!("{prefix}-{n}");
         let namespaces: Api<Namespace> = Api::all(self.client().await);
         let namespace =
-            serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace object");
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
+                .expect("namespace object");
         namespaces
             .create(&PostParams::default(), &namespace)
             .await

@@ -150,6 +150,24 @@ pub async fn deploys_identity_with(
     deploys_identity_bound(control_plane, components, &[]).await
 }
 
+/// As [`deploys_identity_with`], for an MPI component (`controller-mpi`,
+/// `controller-mpi-v1`), which builds only after deploy/controller-namespaced: that
+/// component, then `component`, with the controller's RoleBinding in `namespace` (run the
+/// controller with `--namespaces=<namespace>`).
+pub async fn deploys_confined_identity(
+    control_plane: &ControlPlane,
+    component: &str,
+    namespace: &str,
+) -> std::path::PathBuf {
+    let binding = [("controller-namespaced/binding", namespace)];
+    deploys_identity_bound(
+        control_plane,
+        &["controller-namespaced", component],
+        &binding,
+    )
+    .await
+}
+
 /// As [`deploys_identity_with`], with `bindings` (a directory under deploy/ and the
 /// namespace it is included into, as deploy/controller-namespaced's overlays do).
 pub async fn deploys_identity_bound(

@@ -28,7 +28,13 @@ pub fn run(
     if let Some(why) = &missing {
         super::skip(&format!("{suite}: every test ignored: {why}"));
     }
-    let trials = tests
+    libtest_mimic::run(&args, trials(tests, missing.is_some())).exit()
+}
+
+/// One libtest trial per async test, each on a runtime of its own; all ignored when
+/// `ignored` (the caller has printed why).
+pub fn trials(tests: Vec<(&'static str, Test)>, ignored: bool) -> Vec<Trial> {
+    tests
         .into_iter()
         .map(|(name, test)| {
             Trial::test(name, move || {
@@ -39,10 +45,9 @@ pub fn run(
                 runtime.block_on(test());
                 Ok(())
             })
-            .with_ignored_flag(missing.is_some())
+            .with_ignored_flag(ignored)
         })
-        .collect();
-    libtest_mimic::run(&args, trials).exit()
+        .collect()
 }
 
 /// No requirement beyond the control plane's.

@@ -117,18 +117,20 @@ fn nproc_as_int(nproc: Option<&str>) -> i64 {
 }
 
 /// `init-pytorch` for Worker pods of a job with a Master: workers would otherwise crash on
-/// a master name that does not resolve yet. It runs as non-root, restricted (see
+/// a master name that does not resolve yet. It waits for the Master's complete name
+/// (`<job>-master-0.<ns>.svc.<cluster domain>.`), not upstream's short one: busybox's
+/// nslookup fails a short name whenever any search domain answers NXDOMAIN, which on a real
+/// cluster is always (the init container never finished). It runs as non-root, restricted (see
 /// [`injected::security_context`]), whatever the pod's own containers run as.
 pub fn init_containers(job: &JobSnapshot, replica: &Replica, config: &Config) -> Vec<Container> {
     if replica.role() != Role::Worker || job.replica("Master").is_none() {
         return Vec::new();
     }
-    let master = host(job, "Master", 0);
-    let tries = config.pytorch_init_max_tries;
-    let script = format!(
-        "err=1;for i in $(seq {tries}); do if nslookup {master}; then err=0 && break; fi;\
-         echo waiting for master; sleep 2; done; exit $err"
-    );
+    let master = config
+        .cluster_domain
+        .fqdn(&host(job, "Master", 0), &job.namespace);
+    let command =
+        injected::wait_for_name("the master", &master, config.pytorch_init_timeout.as_secs());
     let resources = |cpu: &str, memory: &str| {
         BTreeMap::from([
             ("cpu".to_string(), Quantity(cpu.to_string())),
@@ -139,13 +141,16 @@ pub fn init_containers(job: &JobSnapshot, replica: &Replica, config: &Config) ->
         name: "init-pytorch".to_string(),
         image: Some(config.pytorch_init_image.clone()),
         image_pull_policy: Some("IfNotPresent".to_string()),
-        command: Some(vec!["sh".into(), "-c".into(), script]),
+        command: Some(command),
         resources: Some(ResourceRequirements {
             limits: Some(resources("100m", "20Mi")),
             requests: Some(resources("50m", "10Mi")),
             ..ResourceRequirements::default()
         }),
         security_context: Some(injected::security_context()),
+        // A worker stuck in Init shows why in `kubectl describe pod`: the name and the
+        // last lookup's answer, not only "exit code 1".
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ..Container::default()
     }]
 }

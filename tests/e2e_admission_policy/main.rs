@@ -5,15 +5,40 @@
 //! ServiceAccount (`system:serviceaccount:gangplank-system:gangplank-controller`), with
 //! deploy/controller's RBAC installed, so each refusal here is the policy's, not RBAC's.
 //!
+//! Also deploy/priorityclass-policy.yaml: only pods in gangplank-system may use the
+//! PriorityClass gangplank-critical, whoever creates them.
+//!
+//! The allow-list fence (issue 41) has its own modules: `allow_list` (managed namespaces,
+//! subresources and exec, deletes, the released-at annotation), `sandbox` (what a pod the
+//! controller creates may not reach) and `owned_objects` (Services, HPAs, the v1 launcher's
+//! RBAC objects). There the ServiceAccount is also bound to cluster-admin, as a grant far
+//! wider than deploy/ gives would be: every refusal is the policies' alone.
+//!
 //! Run: `cargo test --test e2e_admission_policy`.
 
+mod allow_list;
+mod owned_objects;
+mod sandbox;
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::time::Duration;
 
+use allow_list::{
+    the_controller_deletes_only_what_a_job_controls_and_jobs_past_their_ttl,
+    the_controller_never_connects_to_a_pod_nor_writes_a_subresource_but_job_status,
+    the_controller_writes_nothing_in_a_namespace_not_labelled_managed,
+    the_released_at_annotation_is_written_by_the_controller_alone,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use owned_objects::{
+    the_controller_makes_only_headless_services_its_jobs_own,
+    the_controllers_hpa_scales_only_its_own_job, the_controllers_podgroups_belong_to_their_job,
+    the_v1_launchers_rbac_grants_exec_only_on_its_own_workers,
+};
+use sandbox::the_controllers_pods_stay_in_their_sandbox_whatever_their_owner;
 use serde_json::{json, Value};
 use support::rbac::Install;
 use support::{jobs, ControlPlane, Crds};
@@ -27,6 +52,16 @@ e2e_suite!(
         the_controller_changes_nothing_on_a_job_but_its_bookkeeping_annotations,
         the_controller_only_lifts_its_release_gate_from_a_pod,
         the_controllers_annotation_patch_succeeds_while_the_webhook_is_down,
+        only_gangplanks_own_pods_may_use_gangplank_critical,
+        the_controller_writes_nothing_in_a_namespace_not_labelled_managed,
+        the_controller_never_connects_to_a_pod_nor_writes_a_subresource_but_job_status,
+        the_controller_deletes_only_what_a_job_controls_and_jobs_past_their_ttl,
+        the_released_at_annotation_is_written_by_the_controller_alone,
+        the_controllers_pods_stay_in_their_sandbox_whatever_their_owner,
+        the_controller_makes_only_headless_services_its_jobs_own,
+        the_controllers_hpa_scales_only_its_own_job,
+        the_controllers_podgroups_belong_to_their_job,
+        the_v1_launchers_rbac_grants_exec_only_on_its_own_workers,
     ]
 );
 
@@ -40,6 +75,15 @@ async fn control_plane() -> &'static ControlPlane {
         .get_or_init(|| async {
             plane.ensure_namespace("gangplank-system").await;
             Install::render(plane, "admission-policy", &["controller"], &[]).apply(plane);
+            // A grant far wider than deploy/ gives (a stolen token on a cluster whose RBAC
+            // went wrong): what is refused below is refused by the policies alone.
+            let wide = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "gangplank-controller-too-wide"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": "gangplank-controller", "namespace": "gangplank-system"}],
+            });
+            support::controller::apply(&plane.client().await, &wide).await;
             // In force once the API server's policy informer has it: a dry run refused.
             let controller = client_as(plane, CONTROLLER).await;
             let probe = job_pod("probe", "00000000-0000-0000-0000-000000000000");
@@ -73,10 +117,7 @@ fn job_pod(job: &str, uid: &str) -> Value {
         "metadata": {
             "name": format!("{job}-worker-0"),
             "labels": {"training.kubeflow.org/job-name": job},
-            "ownerReferences": [{
-                "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": job,
-                "uid": uid, "controller": true, "blockOwnerDeletion": true,
-            }],
+            "ownerReferences": owned_by("PyTorchJob", job, uid),
         },
         // Restricted, as gangplank-system's Pod Security admission (which runs first) wants.
         "spec": {"containers": [{
@@ -91,6 +132,10 @@ fn job_pod(job: &str, uid: &str) -> Value {
         }]},
     })
 }
+
+/// An attack: what it is, how it changes the controller's ordinary object, and the words
+/// the refusal must carry.
+type Attack = (&'static str, fn(&mut Value), &'static str);
 
 /// An answer: Ok, or the refusal's code and message.
 type Answer = Result<(), (u16, String)>;
@@ -121,6 +166,27 @@ async fn try_pod(client: kube::Client, ns: String, pod: Value) -> Answer {
         ..PostParams::default()
     };
     answer(api.create(&params, &pod).await)
+}
+
+/// A dry-run create of any object in `ns` (its plural is its kind lowercased + "s").
+async fn try_create(client: kube::Client, ns: String, object: Value) -> Answer {
+    let text = |k: &str| object[k].as_str().unwrap_or_default().to_string();
+    let resource = jobs::resource(&text("apiVersion"), &text("kind"));
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &resource);
+    let object: DynamicObject = serde_json::from_value(object).expect("object");
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    answer(api.create(&params, &object).await)
+}
+
+/// The controller ownerReference of an object job `job` (a PyTorchJob, or `kind`) makes.
+fn owned_by(kind: &str, job: &str, uid: &str) -> Value {
+    json!([{
+        "apiVersion": "kubeflow.org/v1", "kind": kind, "name": job,
+        "uid": uid, "controller": true, "blockOwnerDeletion": true,
+    }])
 }
 
 /// A merge patch of job `name` through `api`, with the controller's field manager.
@@ -450,4 +516,62 @@ async fn the_controllers_annotation_patch_succeeds_while_the_webhook_is_down() {
         stored["metadata"]["annotations"]["gangplank.dev/restarts"],
         "1"
     );
+}
+
+/// deploy/priorityclass-policy.yaml: a pod naming gangplank-critical is refused in a tenant's
+/// namespace and in kube-system whoever sends it (the admin, as a tenant's Deployment would
+/// through its ReplicaSet; the controller, as a job template naming it would), and admitted
+/// in gangplank-system. The class itself is applied from deploy/, so the refusal is the
+/// policy's, not the Priority plugin's "no PriorityClass".
+async fn only_gangplanks_own_pods_may_use_gangplank_critical() {
+    let plane = control_plane().await;
+    support::rbac::kubectl(
+        plane,
+        &[
+            "apply",
+            "-f",
+            &support::repo()
+                .join("deploy/priorityclass.yaml")
+                .display()
+                .to_string(),
+        ],
+    );
+    let tenant = plane.namespace("tenant").await;
+    let critical = |uid: &str| {
+        let mut pod = job_pod("greedy", uid);
+        pod["spec"]["priorityClassName"] = "gangplank-critical".into();
+        pod
+    };
+    let admin = plane.client().await;
+    let controller = client_as(plane, CONTROLLER).await;
+    for (who, client) in [("the admin", &admin), ("the controller", &controller)] {
+        let pod = critical("00000000-0000-0000-0000-000000000009");
+        let message = refused(
+            &format!("{who}'s gangplank-critical pod in {tenant} refused"),
+            "is for gangplank's own pods",
+            || try_pod(client.clone(), tenant.clone(), pod.clone()),
+        )
+        .await;
+        assert!(
+            message.contains(&format!("pod greedy-worker-0 in {tenant} names it")),
+            "{message}"
+        );
+    }
+    let pod = critical("00000000-0000-0000-0000-00000000000a");
+    refused("kube-system too", "is for gangplank's own pods", || {
+        try_pod(admin.clone(), "kube-system".into(), pod.clone())
+    })
+    .await;
+    // Its own namespace: admitted (a dry run, nothing stored), with the class's priority.
+    try_pod(admin.clone(), "gangplank-system".into(), critical("x"))
+        .await
+        .expect("gangplank's own pods may use it");
+    // Any other class, or none, passes in the tenant's namespace.
+    try_pod(
+        admin,
+        tenant,
+        job_pod("modest", "00000000-0000-0000-0000-00000000000b"),
+    )
+    .await
+    .expect("a pod without the class");
 }
