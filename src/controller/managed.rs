@@ -262,7 +262,10 @@ async fn follow(
                     let _ = selected.matched.send(ns.name_any());
                 }
             }
-            Ok(_) => {}
+            // The initial list arrives one object at a time: recount once, at InitDone,
+            // not once per namespace (a cluster of thousands would recount thousands of times).
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+            Ok(watcher::Event::Delete(_)) => {}
             Err(e) => {
                 warn!(error = %crate::error_chain(&e), selector = %selected.selector, "the watch of the Namespaces --namespace-selector matches failed; retrying");
                 continue;
