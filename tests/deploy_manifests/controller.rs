@@ -286,3 +286,44 @@ fn the_controllers_namespace_selector_and_the_allow_list_policy_name_one_label()
     assert_eq!(label["operator"], "NotIn", "{label}");
     assert_eq!(strings(&label["values"]), [value], "{label}");
 }
+
+/// The quoted words of `text` between `start` and the next `end`: a list literal, CEL's
+/// (`['A', 'B']`) or Rego's (`["A", "B"]`).
+fn quoted_list(text: &str, start: &str, end: char) -> BTreeSet<String> {
+    let from = text
+        .find(start)
+        .unwrap_or_else(|| panic!("{start} not found"))
+        + start.len();
+    let list = &text[from..from + text[from..].find(end).expect("the list's end")];
+    list.split(['\'', '"'])
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// policies/pod_sandbox.rego refuses at apply what the controller's pod fence would refuse at
+/// pod creation; were their capability lists to drift, a job would be admitted and never run
+/// (or refused though it would run).
+#[test]
+fn pod_sandbox_allows_the_capabilities_the_pod_fence_allows() {
+    let manifests = Manifests::get();
+    let fence = manifests
+        .in_component("controller", "ValidatingAdmissionPolicy")
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == "gangplank-controller-pods")
+        .expect("the pod fence gangplank-controller-pods");
+    let variable = fence["spec"]["variables"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .find(|v| v["name"] == "allowedCapabilities")
+        .expect("the fence's allowedCapabilities variable");
+    let expression = variable["expression"].as_str().expect("an expression");
+    let fence_allows = quoted_list(expression, "[", ']');
+    let policy = std::fs::read_to_string(policies_dir().join("pod_sandbox.rego"))
+        .expect("policies/pod_sandbox.rego");
+    let policy_allows = quoted_list(&policy, "\"allowedCapabilities\": [", ']');
+    assert!(fence_allows.contains("IPC_LOCK"), "{fence_allows:?}");
+    assert_eq!(policy_allows, fence_allows);
+}
