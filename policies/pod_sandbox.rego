@@ -8,8 +8,11 @@
 # job's events, while the user waits. This policy refuses such a job at `kubectl apply`, with
 # the same reasons. It judges the jobs gangplank's controller runs: kubeflow.org kinds whose
 # runPolicy.managedBy is unset or the operator's, not TrainJobs (Trainer's JobSet makes their
-# pods) nor a v2beta1 MPIJob's launcher (a batch Job's pods, made by kube-controller-manager).
-# Where the upstream operator runs the jobs instead, set `enabled: false` in params.yaml.
+# pods) nor a v2beta1 MPIJob's launcher (a batch Job's pods, made by kube-controller-manager),
+# in the namespaces the controller runs jobs in: those its --namespace-selector matches
+# (`namespaceSelector` here, the same label). Elsewhere the upstream operator, or nobody, runs
+# the job, and the fence does not apply. Where the namespace's labels are not known (no
+# inventory, `gangplank check` offline) the findings are warnings that say the condition.
 package gangplank.policies.pod_sandbox
 
 import rego.v1
@@ -18,7 +21,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Pods the controller's sandbox admits",
-	"description": "Refuses jobs that gangplank's controller runs whose pod templates set what its pod fence (the gangplank-controller-pods ValidatingAdmissionPolicy) refuses: privileged or allowPrivilegeEscalation containers, capabilities outside allowedCapabilities, hostNetwork, hostPID, hostIPC, hostPath volumes, host ports or nodeName. Such a job would be admitted and never get a pod. Set enabled: false where the upstream operator runs the jobs.",
+	"description": "In namespaces gangplank's controller runs jobs in (namespaceSelector, its --namespace-selector), refuses jobs whose pod templates set what its pod fence (the gangplank-controller-pods ValidatingAdmissionPolicy) refuses: privileged or allowPrivilegeEscalation containers, capabilities outside allowedCapabilities, hostNetwork, hostPID, hostIPC, hostPath volumes, host ports or nodeName. Such a job would be admitted and never get a pod. Namespace labels unknown: warnings.",
 	"action": "deny",
 	"params": {
 		# Must match the variable allowedCapabilities of deploy/controller/admission-policy.yaml:
@@ -34,6 +37,8 @@ meta := {
 		# hostPort, nodeName. With hostNetwork allowed, a pod on the host's network may have
 		# host ports (the API server sets them from the container ports).
 		"allow": [],
+		# The controller's --namespace-selector (deploy/controller passes this one).
+		"namespaceSelector": "gangplank.dev/managed=true",
 	},
 }
 
@@ -83,9 +88,30 @@ security(c) := object.get(c, "securityContext", {})
 
 capability(k) := upper(trim_prefix(upper(k), "CAP_")) if is_string(k)
 
+# The namespace's labels, when Namespaces are known.
+labels := data.cluster.namespace.labels if is_object(data.cluster.namespace.labels)
+
+selector := split(params.namespaceSelector, "=")
+
+run_here if {
+	count(selector) == 2
+	labels[selector[0]] == selector[1]
+}
+
+violation contains f if {
+	run_here
+	some f in finding
+}
+
+warning contains {"path": f.path, "msg": msg} if {
+	not labels
+	some f in finding
+	msg := sprintf("if gangplank's controller runs this job (its namespace labelled %s; the namespace's labels are not known here): %s", [params.namespaceSelector, f.msg])
+}
+
 fix := "the gangplank controller creates no pod that reaches past its sandbox (deploy/controller/admission-policy.yaml, gangplank-controller-pods), so the job would be admitted and never get a pod"
 
-violation contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext/privileged"]), "msg": msg} if {
+finding contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext/privileged"]), "msg": msg} if {
 	some r in replica
 	some e in containers(lib.raw_pod_spec(r))
 	not "privileged" in params.allow
@@ -93,7 +119,7 @@ violation contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext
 	msg := sprintf("%s container %q sets securityContext.privileged: true; remove it: %s", [r.type, object.get(e.c, "name", ""), fix])
 }
 
-violation contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext/allowPrivilegeEscalation"]), "msg": msg} if {
+finding contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext/allowPrivilegeEscalation"]), "msg": msg} if {
 	some r in replica
 	some e in containers(lib.raw_pod_spec(r))
 	not "allowPrivilegeEscalation" in params.allow
@@ -101,7 +127,7 @@ violation contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext
 	msg := sprintf("%s container %q sets securityContext.allowPrivilegeEscalation: true; set it false or remove it: %s", [r.type, object.get(e.c, "name", ""), fix])
 }
 
-violation contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext/capabilities/add"]), "msg": msg} if {
+finding contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext/capabilities/add"]), "msg": msg} if {
 	some r in replica
 	some e in containers(lib.raw_pod_spec(r))
 	added := object.get(security(e.c), ["capabilities", "add"], [])
@@ -111,7 +137,7 @@ violation contains {"path": concat("", [r.podSpecPath, e.path, "/securityContext
 	msg := sprintf("%s container %q adds capabilities %s; only %s may be added: %s", [r.type, object.get(e.c, "name", ""), concat(", ", [sprintf("%v", [k]) | some k in refused]), concat(", ", params.allowedCapabilities), fix])
 }
 
-violation contains {"path": concat("", [r.podSpecPath, "/", field]), "msg": msg} if {
+finding contains {"path": concat("", [r.podSpecPath, "/", field]), "msg": msg} if {
 	some r in replica
 	some field in ["hostNetwork", "hostPID", "hostIPC"]
 	not field in params.allow
@@ -119,7 +145,7 @@ violation contains {"path": concat("", [r.podSpecPath, "/", field]), "msg": msg}
 	msg := sprintf("%s pods set %s: true (the node's own namespaces); remove it: %s", [r.type, field, fix])
 }
 
-violation contains {"path": concat("", [r.podSpecPath, "/volumes/", format_int(i, 10), "/hostPath"]), "msg": msg} if {
+finding contains {"path": concat("", [r.podSpecPath, "/volumes/", format_int(i, 10), "/hostPath"]), "msg": msg} if {
 	some r in replica
 	not "hostPath" in params.allow
 	volumes := object.get(lib.raw_pod_spec(r), "volumes", [])
@@ -130,7 +156,7 @@ violation contains {"path": concat("", [r.podSpecPath, "/volumes/", format_int(i
 	msg := sprintf("%s volume %q is a hostPath volume (the node's files); use a PersistentVolumeClaim, an emptyDir or a CSI volume: %s", [r.type, object.get(v, "name", ""), fix])
 }
 
-violation contains {"path": concat("", [r.podSpecPath, e.path, "/ports"]), "msg": msg} if {
+finding contains {"path": concat("", [r.podSpecPath, e.path, "/ports"]), "msg": msg} if {
 	some r in replica
 	not "hostPort" in params.allow
 	not host_network_allowed(lib.raw_pod_spec(r))
@@ -143,7 +169,7 @@ violation contains {"path": concat("", [r.podSpecPath, e.path, "/ports"]), "msg"
 	msg := sprintf("%s container %q sets ports[].hostPort (a port of the node); remove it, the job's headless Services name each pod: %s", [r.type, object.get(e.c, "name", ""), fix])
 }
 
-violation contains {"path": concat("", [r.podSpecPath, "/nodeName"]), "msg": msg} if {
+finding contains {"path": concat("", [r.podSpecPath, "/nodeName"]), "msg": msg} if {
 	some r in replica
 	not "nodeName" in params.allow
 	node := object.get(lib.raw_pod_spec(r), "nodeName", "")

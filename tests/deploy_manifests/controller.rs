@@ -285,6 +285,14 @@ fn the_controllers_namespace_selector_and_the_allow_list_policy_name_one_label()
         .unwrap_or_else(|| panic!("the policy's namespaceSelector does not name {key}"));
     assert_eq!(label["operator"], "NotIn", "{label}");
     assert_eq!(strings(&label["values"]), [value], "{label}");
+    // pod_sandbox judges jobs where the controller runs them: the same label.
+    let policy = std::fs::read_to_string(policies_dir().join("pod_sandbox.rego"))
+        .expect("policies/pod_sandbox.rego");
+    assert_eq!(
+        quoted_list(&policy, "\"namespaceSelector\": ", ','),
+        BTreeSet::from([selector.to_string()]),
+        "pod_sandbox's namespaceSelector default"
+    );
 }
 
 /// The quoted words of `text` between `start` and the next `end`: a list literal, CEL's
