@@ -92,6 +92,35 @@ impl Projection {
     }
 }
 
+impl Projection {
+    /// For a job queued with Kueue (label `kueue.x-k8s.io/queue-name`), also the label keys of
+    /// Kueue's ResourceFlavors in `summary`: the flavor Kueue admits the job into adds its
+    /// node labels to the pods' nodeSelector, and the `kueue_queue` policy asks which nodes
+    /// each flavor's labels select.
+    pub fn with_flavor_labels(mut self, input: &RegoValue, summary: &Value) -> Projection {
+        let labels = field(input, "object")
+            .and_then(|o| field(o, "metadata"))
+            .and_then(|m| field(m, "labels"));
+        if labels.and_then(|l| field(l, KUEUE_QUEUE_LABEL)).is_none() {
+            return self;
+        }
+        let flavors = summary.pointer("/kueue/flavors").and_then(Value::as_object);
+        for flavor in flavors.into_iter().flatten().map(|(_, f)| f) {
+            let labels = flavor["node_labels"].as_object();
+            for (k, v) in labels.into_iter().flatten() {
+                match (k.as_str(), v.as_str()) {
+                    (HOSTNAME, Some(host)) => self.hostnames.insert(host.to_string()),
+                    _ => self.keys.insert(k.clone()),
+                };
+            }
+        }
+        self
+    }
+}
+
+/// The label that queues a job with Kueue.
+const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
 pub(super) fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {
     v.as_object().ok()?.get(&RegoValue::from(name))
 }

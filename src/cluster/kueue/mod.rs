@@ -284,11 +284,12 @@ fn flavors(items: &[Value], problems: &mut Vec<String>) -> Option<Value> {
         let taints = field("nodeTaints", false);
         let tolerations = field("tolerations", false);
         let topology = text(item, "/spec/topologyName").unwrap_or_default();
+        let taints = taints.and_then(|t| node_taints(&t));
         let doc = match (labels, taints, tolerations) {
             (Some(l), Some(t), Some(tol)) => json!({
                 "readable": true,
                 "node_labels": or_empty(l, json!({})),
-                "node_taints": or_empty(t, json!([])),
+                "node_taints": t,
                 "tolerations": or_empty(tol, json!([])),
                 "topology_name": topology,
             }),
@@ -300,6 +301,22 @@ fn flavors(items: &[Value], problems: &mut Vec<String>) -> Option<Value> {
         out.insert(name.to_string(), doc);
     }
     Some(Value::Object(out))
+}
+
+/// A flavor's taints as node classes carry theirs (`{key, value, effect}`, value `""` when
+/// absent), so the policies match tolerations to both alike; `None` when one is not a taint.
+fn node_taints(taints: &Value) -> Option<Value> {
+    let list = taints.as_array().map(Vec::as_slice).unwrap_or_default();
+    let taints: Option<Vec<Value>> = list
+        .iter()
+        .map(|t| {
+            let key = t.get("key")?.as_str()?;
+            let effect = t.get("effect")?.as_str()?;
+            let value = t.get("value").and_then(Value::as_str).unwrap_or_default();
+            Some(json!({"key": key, "value": value, "effect": effect}))
+        })
+        .collect();
+    taints.map(Value::from)
 }
 
 fn or_empty(v: Value, empty: Value) -> Value {
