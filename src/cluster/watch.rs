@@ -486,7 +486,9 @@ async fn wait_listable(
                     said_forbidden = true;
                     tracing::warn!(what, "the webhook may not list these (RBAC): the policies that read them stay silent until it may (see deploy/cluster-inventory)");
                 }
-                Err(e) => tracing::debug!(error = %e, what, version = %resource.version, "not listable yet"),
+                Err(e) => {
+                    tracing::debug!(error = %e, what, version = %resource.version, "not listable yet")
+                }
             }
         }
         if candidates.is_empty() {

@@ -61,7 +61,8 @@ pub fn summary(objects: &Objects, problems: &mut Vec<String>) -> Option<Value> {
         };
         let what = format!("Kueue ClusterQueue {name:?}");
         let read = read_groups(item, &what, problems);
-        tree.cluster_queues.insert(name.to_string(), read.node.clone());
+        tree.cluster_queues
+            .insert(name.to_string(), read.node.clone());
         queues.insert(name.to_string(), (item, read));
     }
     let mut said_cycles = BTreeSet::new();
@@ -91,7 +92,10 @@ struct Groups {
 
 /// The quota tree's Cohorts; `None` (unknown) when not listed, or when one has no name (a
 /// ClusterQueue in it would be taken for one of an implicit Cohort, without its quota).
-fn cohorts(items: Option<&[Value]>, problems: &mut Vec<String>) -> Option<BTreeMap<String, QuotaNode>> {
+fn cohorts(
+    items: Option<&[Value]>,
+    problems: &mut Vec<String>,
+) -> Option<BTreeMap<String, QuotaNode>> {
     let mut cohorts = BTreeMap::new();
     for (i, item) in items?.iter().enumerate() {
         let Some(name) = item.pointer("/metadata/name").and_then(Value::as_str) else {
@@ -113,7 +117,9 @@ fn read_groups(item: &Value, what: &str, problems: &mut Vec<String>) -> Groups {
         None | Some(Value::Null) => return read,
         Some(Value::Array(groups)) => groups,
         Some(_) => {
-            problems.push(format!("{what}: spec.resourceGroups is not a list; its quota is not judged"));
+            problems.push(format!(
+                "{what}: spec.resourceGroups is not a list; its quota is not judged"
+            ));
             read.node.all_unreadable = true;
             return read;
         }

@@ -5,7 +5,11 @@ fn yaml(text: &str) -> Vec<Value> {
     list.as_array().cloned().expect("a list")
 }
 
-fn summarise(queues: &[Value], cohorts: Option<&[Value]>, flavors: Option<&[Value]>) -> (Value, Vec<String>) {
+fn summarise(
+    queues: &[Value],
+    cohorts: Option<&[Value]>,
+    flavors: Option<&[Value]>,
+) -> (Value, Vec<String>) {
     let mut problems = Vec::new();
     let objects = Objects {
         cluster_queues: Some(queues),
@@ -50,7 +54,10 @@ fn both_versions_are_read_and_what_a_queue_can_ever_reserve_is_given() {
     assert!(problems.is_empty(), "{problems:?}");
     let small = &doc["cluster_queues"]["small"];
     assert_eq!(small["cohort"], "pool");
-    assert_eq!(doc["cluster_queues"]["big"]["cohort"], "pool", "v1beta1's spec.cohort");
+    assert_eq!(
+        doc["cluster_queues"]["big"]["cohort"], "pool",
+        "v1beta1's spec.cohort"
+    );
     let gpu = &small["resources"]["nvidia.com/gpu"]["flavors"]["a100"];
     assert_eq!(
         *gpu,
@@ -74,7 +81,11 @@ fn without_cohort_objects_the_queues_own_cap_is_given_or_nothing() {
     let small = &doc["cluster_queues"]["small"]["resources"]["nvidia.com/gpu"]["flavors"]["a100"];
     assert_eq!(small["can_reserve"], 24);
     let big = &doc["cluster_queues"]["big"]["resources"]["nvidia.com/gpu"]["flavors"]["a100"];
-    assert_eq!(big.get("can_reserve"), None, "no borrowing limit: unbounded");
+    assert_eq!(
+        big.get("can_reserve"),
+        None,
+        "no borrowing limit: unbounded"
+    );
     assert_eq!(doc["cohorts_known"], false);
 }
 
@@ -85,8 +96,14 @@ fn a_quota_in_an_unknown_unit_is_named_and_its_tree_not_judged() {
         json!("4Q");
     let (doc, problems) = summarise(&queues, Some(&[]), None);
     let small = &doc["cluster_queues"]["small"]["resources"];
-    assert_eq!(small["nvidia.com/gpu"]["flavors"]["a100"].get("can_reserve"), None);
-    assert_eq!(small["cpu"]["flavors"]["a100"]["can_reserve"], 1500, "cpu is judged");
+    assert_eq!(
+        small["nvidia.com/gpu"]["flavors"]["a100"].get("can_reserve"),
+        None
+    );
+    assert_eq!(
+        small["cpu"]["flavors"]["a100"]["can_reserve"], 1500,
+        "cpu is judged"
+    );
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
         problems[0].starts_with(r#"Kueue ClusterQueue "big": flavor "a100" nvidia.com/gpu lendingLimit "4Q" is not a quantity"#),
@@ -111,7 +128,10 @@ fn a_queue_whose_groups_cannot_be_read_is_kept_unreadable() {
     assert_eq!(doc["cluster_queues"]["odd"]["readable"], false);
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems[0].contains("ClusterQueue \"odd\": a resource group without"));
-    assert_eq!(problems[1], "Kueue ClusterQueue item 1 has no name; left out");
+    assert_eq!(
+        problems[1],
+        "Kueue ClusterQueue item 1 has no name; left out"
+    );
 }
 
 #[test]

@@ -7,7 +7,12 @@ fn fr() -> FlavorResource {
 }
 
 /// A node in `parent` with the GPU quota of flavor a100: nominal, borrowing, lending limit.
-fn node(parent: Option<&str>, nominal: i64, borrowing: Option<i64>, lending: Option<i64>) -> QuotaNode {
+fn node(
+    parent: Option<&str>,
+    nominal: i64,
+    borrowing: Option<i64>,
+    lending: Option<i64>,
+) -> QuotaNode {
     let quota = Quota {
         nominal: Amount(nominal),
         borrowing_limit: borrowing.map(Amount),
@@ -21,7 +26,8 @@ fn node(parent: Option<&str>, nominal: i64, borrowing: Option<i64>, lending: Opt
 }
 
 fn tree(queues: Vec<(&str, QuotaNode)>, cohorts: Option<Vec<(&str, QuotaNode)>>) -> Tree {
-    let named = |v: Vec<(&str, QuotaNode)>| v.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
+    let named =
+        |v: Vec<(&str, QuotaNode)>| v.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
     Tree {
         cluster_queues: named(queues),
         cohorts: cohorts.map(named),
@@ -140,7 +146,11 @@ fn a_cohort_cycle_is_named_and_not_judged() {
     );
     let cycle = ["x", "y", "x"].map(String::from).to_vec();
     assert_eq!(reserve(&t, "a"), Reserve::Cycle(cycle));
-    assert_eq!(reserve(&t, "b"), Reserve::AtMost(Amount(8)), "another tree is judged");
+    assert_eq!(
+        reserve(&t, "b"),
+        Reserve::AtMost(Amount(8)),
+        "another tree is judged"
+    );
 }
 
 #[test]
