@@ -179,7 +179,7 @@ violation contains {"path": path, "msg": msg} if {
 }
 
 # What the queue can ever reserve of `name` in each of `flavors`, and why.
-reach_words(name, flavors) := concat(", ", [sprintf("flavor %q: %s", [f, reach(name, cluster_queue.resources[name].flavors[f])]) | some f in flavors])
+reach_words(name, names) := concat(", ", [sprintf("flavor %q: %s", [f, reach(name, cluster_queue.resources[name].flavors[f])]) | some f in names])
 
 reach(name, q) := "unbounded" if {
 	not is_number(q.can_reserve)
@@ -257,6 +257,8 @@ held_in_flavor(r, f) if {
 violation contains {"path": path, "msg": msg} if {
 	is_object(flavors)
 	count(missing_flavors) == 0
+	# Every node known: past its memory bound the inventory leaves nodes out.
+	object.get(data.cluster, "incomplete", "") == ""
 	some at, candidates in quota_flavors
 	count(candidates) > 0
 	some r in podsets
