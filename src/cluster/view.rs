@@ -280,3 +280,34 @@ fn add(
         false,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::to_rego::to_rego;
+
+    /// Two classes that differ only by `pool`, the label of Kueue's flavors.
+    fn summary() -> Value {
+        let class = |pool: &str| json!({"size": 1, "labels": {"pool": pool}, "taints": [], "allocatable": {"nvidia.com/gpu": 8}});
+        json!({
+            "node_classes": [class("a100"), class("h100")],
+            "hypernodes": null,
+            "kueue": {"flavors": {"a100": {"node_labels": {"pool": "a100"}}}},
+        })
+    }
+
+    fn classes_seen(labels: Value) -> usize {
+        let input =
+            to_rego(&json!({"object": {"metadata": {"labels": labels}}, "job": {"replicas": []}}));
+        let summary = summary();
+        let p = Projection::of(&input).with_flavor_labels(&input, &summary);
+        let projected = project(&summary, &p, &Hostnames::new());
+        projected["node_classes"].as_array().map_or(0, Vec::len)
+    }
+
+    #[test]
+    fn a_kueue_job_sees_classes_apart_by_its_flavors_labels_and_no_other_job_does() {
+        assert_eq!(classes_seen(json!({KUEUE_QUEUE_LABEL: "q"})), 2);
+        assert_eq!(classes_seen(json!({"app": "x"})), 1);
+    }
+}

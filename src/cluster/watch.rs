@@ -585,6 +585,23 @@ mod tests {
         .expect("node")
     }
 
+    #[test]
+    fn kueue_kinds_are_tried_at_v1beta2_first_then_v1beta1() {
+        let versions = kueue_resources().map(|candidates| {
+            let at: Vec<String> = candidates.iter().map(|r| r.api_version.clone()).collect();
+            (candidates[0].kind.clone(), at)
+        });
+        let both = ["kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"].map(String::from);
+        for (kind, at) in &versions {
+            assert_eq!(at.as_slice(), both.as_slice(), "{kind}");
+        }
+        let kinds: Vec<&str> = versions.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor"]
+        );
+    }
+
     #[tokio::test]
     async fn a_relist_serves_the_last_complete_view_and_says_so_until_it_completes() {
         let pending: Shared = Arc::default();
