@@ -289,7 +289,7 @@ search_example := concat(", ", [sprintf("%d %s to %s", [n, types, class_words(c)
 # A node class in words: the labels the job selects on and what it has of the gang's resources.
 class_words(c) := sprintf("nodes of %s", [concat(", ", array.concat(
 	[sprintf("%s=%s", [k, v]) | some k, v in classes[c].labels],
-	[amount(name, n) | some name, n in classes[c].allocatable; gang_resource(name)],
+	[lib.amount(name, n) | some name, n in classes[c].allocatable; gang_resource(name)],
 ))])
 
 gang_resource(name) if {
@@ -300,31 +300,10 @@ gang_resource(name) if {
 
 # --- Words. ---
 
-shown_demand(d) := concat(" + ", [amount(name, n) | some name, n in d; name != "pods"])
-
-amount(name, n) := sprintf("%d %s", [n / 1000, name]) if {
-	name == "cpu"
-	n % 1000 == 0
-} else := sprintf("%dm %s", [n, name]) if {
-	name == "cpu"
-} else := sprintf("%s %s", [bytes(n), name]) if {
-	byte_resource(name)
-} else := sprintf("%d %s", [n, name])
-
-byte_resource(name) if name in {"memory", "ephemeral-storage"}
-
-byte_resource(name) if startswith(name, "hugepages-")
-
-bytes(n) := sprintf("%dGi", [n / 1073741824]) if {
-	n % 1073741824 == 0
-} else := sprintf("%dMi", [n / 1048576]) if {
-	n % 1048576 == 0
-} else := sprintf("%dKi", [n / 1024]) if {
-	n % 1024 == 0
-} else := sprintf("%d", [n])
+shown_demand(d) := concat(" + ", [lib.amount(name, n) | some name, n in d; name != "pods"])
 
 # The largest amount of each demanded resource on one node of `within`.
-largest(d, within) := concat(", ", [amount(name, m) |
+largest(d, within) := concat(", ", [lib.amount(name, m) |
 	some name, _ in d
 	name != "pods"
 	m := max(array.concat([0], [object.get(classes[c].allocatable, name, 0) | some c in within]))
@@ -498,11 +477,11 @@ smaller_failing(m) if {
 	bits.and(k, m) == k
 }
 
-joint_need(j) := concat(", ", [amount(s.name, s.need) | some s in j.short]) if {
+joint_need(j) := concat(", ", [lib.amount(s.name, s.need) | some s in j.short]) if {
 	count(j.short) > 0
 } else := sprintf("room for %d pods of that size", [j.hall.need])
 
-joint_have(j) := concat(", ", [amount(s.name, s.have) | some s in j.short]) if {
+joint_have(j) := concat(", ", [lib.amount(s.name, s.have) | some s in j.short]) if {
 	count(j.short) > 0
 } else := sprintf("room for %d", [j.hall.have])
 

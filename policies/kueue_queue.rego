@@ -1,10 +1,30 @@
 # Kueue queues: a job labelled kueue.x-k8s.io/queue-name is admitted by Kueue only through
-# an existing LocalQueue pointing at an active ClusterQueue whose quota covers the whole
-# gang (Kueue admits all pod sets at once). Otherwise it stays suspended forever. Reads
+# an existing LocalQueue pointing at an active ClusterQueue that can reserve quota for the
+# whole gang (Kueue admits all pod sets at once). Otherwise it stays suspended forever. Reads
 # data.cluster.kueue (present when Kueue's CRDs are installed and a cluster inventory is
-# known); silent otherwise. The quota compared is the ClusterQueue's nominal quota plus its
-# borrowing limit, summed over flavors: a gang above it can never be admitted. A queue in a
-# cohort without a borrowing limit may borrow without bound, so only its coverage is checked.
+# known); silent otherwise.
+#
+# What a ClusterQueue can ever reserve is Kueue's own bound (potentialAvailable, which its
+# flavor assigner checks first: above it a workload is ExceedsMaxQuota whatever finishes),
+# computed per flavor and resource by the inventory (src/cluster/kueue): nominal quota plus
+# what the cohort tree can lend it (the other queues' and Cohorts' quota within their
+# lendingLimits), capped by its borrowingLimit; without the Cohort objects, nominal +
+# borrowingLimit (an upper bound), and unbounded without a borrowingLimit. Kueue gives each
+# pod set (replica type) one flavor per resource group, so:
+#   - the gang's total of a resource above the sum over the queue's flavors never fits;
+#   - a pod set above every flavor of its resource group never fits, whatever the others do.
+# Both are necessary conditions, so a refusal is exact; a gang that passes them may still
+# not fit Kueue's greedy flavor order (it is admitted here).
+# The flavor Kueue picks adds its nodeLabels to the pods' nodeSelector and its tolerations to
+# theirs; a pod set whose every flavor that can take its quota either does not match it
+# (Kueue's check: the flavor's NoSchedule/NoExecute taints, its labels against the pods'
+# nodeSelector) or selects no node that can hold one of its pods is admitted and never runs
+# (or never admitted): refused, when the nodes outside those flavors could hold the pods (if
+# none can, the capacity policy says so). Required node affinity is not read: a flavor it
+# would rule out still counts, so no refusal rests on it.
+# Amounts are in Kueue's units (cpu in millicores, the rest in units) and what a pod asks is
+# its effective request; Kueue's LimitRange defaults, resource transformations and
+# excludeResourcePrefixes (its configuration) are not applied.
 # The namespace's other LocalQueues, the ClusterQueue a LocalQueue points at and its quotas are
 # named only to an authenticated caller (lib.for_caller): the job names its LocalQueue only.
 # METADATA
@@ -19,7 +39,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Kueue queues that can take the gang",
-	"description": "With a cluster inventory that has Kueue's queues, refuses jobs whose kueue.x-k8s.io/queue-name names no LocalQueue of the namespace, whose ClusterQueue is missing or stopped, does not cover a GPU resource the job asks for, or has less quota (nominal + borrowing limit) than the whole gang needs.",
+	"description": "With a cluster inventory that has Kueue's queues, refuses jobs whose kueue.x-k8s.io/queue-name names no LocalQueue of the namespace, whose ClusterQueue is missing, stopped, names a missing ResourceFlavor, does not cover a GPU resource the job asks for, can never reserve what the gang needs (per flavor: nominal quota plus what its cohort tree can lend, within its borrowing limit; a pod set in one flavor), or whose flavors' nodes cannot hold the pods.",
 	"action": "deny",
 	"params": {},
 }
@@ -75,24 +95,185 @@ violation contains {"path": path, "msg": msg} if {
 
 violation contains {"path": path, "msg": msg} if {
 	some name in lib.gang_resources
+	cluster_queue.readable
 	not cluster_queue.resources[name]
-	cluster_queue
 	full := sprintf("Kueue ClusterQueue %q has no quota for %s, which the job asks for: Kueue never admits it (covered: %s)", [cluster_queue_name, name, shown(object.keys(cluster_queue.resources))])
 	withheld := sprintf("the ClusterQueue of Kueue LocalQueue %q has no quota for %s, which the job asks for: Kueue never admits it", [local_queue, name])
 	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
 
+# --- Quota that can never be reserved. ---
+
+# The pod sets Kueue makes of the job: one per replica type with pods.
+podsets := [r | some r in input.job.replicas; r.replicas > 0]
+
+# What one pod of r counts against the queue: its effective requests and, when the queue
+# covers `pods`, the pod itself.
+pod_ask(r) := object.union(r.podRequests, {"pods": 1}) if {
+	cluster_queue.resources.pods
+} else := r.podRequests
+
+# The whole gang's amount of resource `name`.
+gang_need(name) := sum([n |
+	some r in podsets
+	n := r.replicas * object.get(pod_ask(r), name, 0)
+])
+
+# The most the queue can ever reserve of `name` over all its flavors; undefined when one is
+# unbounded or not known.
+ever(name) := sum([f.can_reserve | some f in cluster_queue.resources[name].flavors]) if {
+	cluster_queue.readable
+	count([f | some f in cluster_queue.resources[name].flavors; not is_number(f.can_reserve)]) == 0
+}
+
+# Resources the gang needs more of than the queue can ever reserve.
+over_total contains name if {
+	some name, _ in cluster_queue.resources
+	gang_need(name) > ever(name)
+}
+
 violation contains {"path": path, "msg": msg} if {
-	some name in lib.gang_resources
-	quota := cluster_queue.resources[name]
-	is_number(quota.borrowing_limit)
-	limit := quota.nominal + quota.borrowing_limit
-	need := lib.gang_total(name)
-	need > limit
-	full := sprintf("the gang needs %d %s at once; Kueue ClusterQueue %q can admit at most %d (nominal %d + borrowing limit %d), so it never admits the job", [need, name, cluster_queue_name, limit, quota.nominal, quota.borrowing_limit])
-	withheld := sprintf("the gang needs %d %s at once; the ClusterQueue of Kueue LocalQueue %q can never admit that many, so it never admits the job", [need, name, local_queue])
+	some name in over_total
+	need := lib.amount(name, gang_need(name))
+	full := sprintf("the gang needs %s at once; Kueue ClusterQueue %q can ever reserve at most %s (%s), so it never admits the job: it would stay suspended", [need, cluster_queue_name, lib.amount(name, ever(name)), reach_words(name, object.keys(cluster_queue.resources[name].flavors))])
+	withheld := sprintf("the gang needs %s at once; the ClusterQueue of Kueue LocalQueue %q can never reserve that much, so it never admits the job", [need, local_queue])
 	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
+
+# Pod set r's need of the resources of group g it asks for, the whole set at once.
+set_need(r, g) := {name: total |
+	some name in g.resources
+	n := object.get(pod_ask(r), name, 0)
+	n > 0
+	total := r.replicas * n
+}
+
+# Flavor f can never reserve `need` (one pod set's) of some resource.
+short_in(need, f) if {
+	some name, n in need
+	q := cluster_queue.resources[name].flavors[f]
+	is_number(q.can_reserve)
+	n > q.can_reserve
+}
+
+# By pod set and resource group: the flavors that can ever take the pod set's quota.
+quota_flavors := {[r.key, i]: [f | some f in g.flavors; not short_in(set_need(r, g), f)] |
+	cluster_queue.readable
+	some r in podsets
+	some i, g in cluster_queue.groups
+	count(set_need(r, g)) > 0
+}
+
+violation contains {"path": path, "msg": msg} if {
+	some at, fitting in quota_flavors
+	count(fitting) == 0
+	some r in podsets
+	r.key == at[0]
+	g := cluster_queue.groups[at[1]]
+	need := set_need(r, g)
+	count({name | some name, _ in need; over_total[name]}) == 0
+	asked := concat(" + ", [lib.amount(name, n) | some name, n in need])
+	full := sprintf("the %d %s pods need %s at once, and Kueue gives a pod set one flavor of a resource group; no flavor of Kueue ClusterQueue %q can ever reserve that much (%s), so it never admits the job: it would stay suspended", [r.replicas, r.type, asked, cluster_queue_name, concat("; ", [reach_words(name, g.flavors) | some name, _ in need])])
+	withheld := sprintf("the %d %s pods need %s at once in one flavor; no flavor of the ClusterQueue of Kueue LocalQueue %q can ever reserve that much, so it never admits the job", [r.replicas, r.type, asked, local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
+}
+
+# What the queue can ever reserve of `name` in each of `flavors`, and why.
+reach_words(name, names) := concat(", ", [sprintf("flavor %q: %s", [f, reach(name, cluster_queue.resources[name].flavors[f])]) | some f in names])
+
+reach(name, q) := "unbounded" if {
+	not is_number(q.can_reserve)
+} else := lib.amount(name, q.can_reserve) if {
+	cluster_queue.cohort == ""
+} else := sprintf("%s (nominal %s, borrowing limit %s, cohort %q)", [lib.amount(name, q.can_reserve), amount_or_none(name, q.nominal), amount_or_none(name, q.borrowing_limit), cluster_queue.cohort])
+
+amount_or_none(name, n) := lib.amount(name, n) if is_number(n) else := "none"
+
+# --- Flavors. ---
+
+flavors := kueue.flavors
+
+# Flavors the queue names that do not exist: Kueue keeps the queue inactive (FlavorNotFound).
+missing_flavors := {f |
+	is_object(flavors)
+	some g in cluster_queue.groups
+	some f in g.flavors
+	not flavors[f]
+}
+
+violation contains {"path": path, "msg": msg} if {
+	count(missing_flavors) > 0
+	full := sprintf("Kueue ClusterQueue %q names ResourceFlavor(s) %s, which do not exist: Kueue keeps it inactive and admits nothing", [cluster_queue_name, shown(missing_flavors)])
+	withheld := sprintf("the ClusterQueue of Kueue LocalQueue %q names a ResourceFlavor that does not exist: Kueue keeps it inactive and admits nothing", [local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
+}
+
+# Why Kueue never puts pod set r into flavor f (its checkFlavorForPodSets): a NoSchedule or
+# NoExecute taint of the flavor that neither r nor the flavor tolerates, a label of the
+# flavor that r's nodeSelector sets otherwise.
+mismatches(r, f) := {sprintf("taint %s=%s:%s not tolerated", [t.key, t.value, t.effect]) |
+	some t in flavors[f].node_taints
+	t.effect in {"NoSchedule", "NoExecute"}
+	not lib.tolerated(array.concat(r.tolerations, flavors[f].tolerations), t)
+} | {sprintf("nodeSelector %s=%s against the flavor's %s", [k, r.nodeSelector[k], v]) |
+	some k, v in flavors[f].node_labels
+	r.nodeSelector[k] != v
+}
+
+# Pod set r as Kueue starts it in flavor f: the flavor's labels and tolerations added.
+in_flavor(r, f) := object.union(r, {
+	"nodeSelector": object.union(r.nodeSelector, flavors[f].node_labels),
+	"tolerations": array.concat(r.tolerations, flavors[f].tolerations),
+})
+
+# A node of class c holds one pod of r: every resource it asks, and a pod slot.
+holds_one(r, c) if {
+	count([name | some name, n in r.podRequests; object.get(c.allocatable, name, 0) < n]) == 0
+	object.get(c.allocatable, "pods", 1) >= 1
+}
+
+# Some node that r may use (its own nodeSelector and tolerations) holds one of its pods.
+held_anywhere(r) if {
+	some c in data.cluster.node_classes
+	lib.node_admits(r, c)
+	holds_one(r, c)
+}
+
+# Why flavor f can never run pod set r; nothing when it can, or when f is not known.
+flavor_fails(r, f) := mismatches(r, f) if {
+	flavors[f].readable
+	count(mismatches(r, f)) > 0
+} else := {"no node with its labels holds one pod"} if {
+	flavors[f].readable
+	not held_in_flavor(r, f)
+} else := set()
+
+held_in_flavor(r, f) if {
+	some c in data.cluster.node_classes
+	lib.node_admits(in_flavor(r, f), c)
+	holds_one(r, c)
+}
+
+violation contains {"path": path, "msg": msg} if {
+	is_object(flavors)
+	count(missing_flavors) == 0
+	# Every node known: past its memory bound the inventory leaves nodes out.
+	object.get(data.cluster, "incomplete", "") == ""
+	some at, candidates in quota_flavors
+	count(candidates) > 0
+	some r in podsets
+	r.key == at[0]
+	held_anywhere(r)
+	count([f | some f in candidates; count(flavor_fails(r, f)) == 0]) == 0
+	why := concat("; ", [sprintf("flavor %q (%s): %s", [f, labels_words(f), concat(", ", sort(flavor_fails(r, f)))]) | some f in candidates])
+	full := sprintf("the %s pods can never run in a flavor of Kueue ClusterQueue %q: %s; Kueue admits pods only into a flavor that matches them, and adds its node labels to their nodeSelector, so they would stay suspended or pending", [r.type, cluster_queue_name, why])
+	withheld := sprintf("the %s pods can never run in a flavor of the ClusterQueue of Kueue LocalQueue %q: no flavor that can take their quota matches them and has nodes that can hold one", [r.type, local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
+}
+
+labels_words(f) := "any node" if {
+	count(flavors[f].node_labels) == 0
+} else := concat(", ", [sprintf("%s=%s", [k, v]) | some k, v in flavors[f].node_labels])
 
 shown(names) := "none" if {
 	count(names) == 0

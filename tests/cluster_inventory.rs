@@ -311,6 +311,42 @@ fn snapshot_errors_name_the_file_and_the_item() {
     assert_eq!(inv.volcano_queues.map(|q| q.len()), Some(3));
 }
 
+/// A snapshot of Kueue's kinds is read, not refused: ClusterQueues of both versions, Cohorts
+/// and ResourceFlavors into `data.cluster.kueue`, its other kinds (Topology, Workload, ...)
+/// passed over; a snapshot with ResourceFlavors has its Cohorts known (none: implicit).
+#[test]
+fn a_snapshot_of_kueues_kinds_is_read_and_its_other_kinds_passed_over() {
+    let inv = snapshot::read(&repo().join("policies/tests/clusters/kueue-cluster.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(inv.kueue_flavors.as_ref().map(Vec::len), Some(5));
+    assert_eq!(inv.kueue_cohorts.as_ref().map(Vec::len), Some(4));
+    let summary = inv.summary();
+    let small = &summary["kueue"]["cluster_queues"]["small"];
+    let a100 = &small["resources"]["nvidia.com/gpu"]["flavors"]["a100"];
+    assert_eq!(a100["can_reserve"], 12, "{small}");
+    assert_eq!(
+        summary["kueue"]["flavors"]["a100"]["node_labels"]["pool"],
+        "a100"
+    );
+    let problems = summary["problems"].as_array().map(Vec::len);
+    assert_eq!(
+        problems,
+        Some(3),
+        "the cycle, the unit, the flavor: {}",
+        summary["problems"]
+    );
+    // Without ResourceFlavors or Cohorts, the Cohorts are unknown: the queue's own cap.
+    let queues_only = "kind: ClusterQueue\nmetadata: {name: q}\nspec: {cohortName: pool, resourceGroups: [{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w, namespace: ns}\n";
+    let inv = snapshot::parse(queues_only, "kueue.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let summary = inv.summary();
+    assert_eq!(summary["kueue"]["cohorts_known"], false);
+    let cpu = &summary["kueue"]["cluster_queues"]["q"]["resources"]["cpu"]["flavors"]["f"];
+    assert_eq!(
+        cpu["can_reserve"], 3000,
+        "millicores: nominal 2 + borrowing 1"
+    );
+}
+
 /// Node classes are told apart by the labels the job selects on, per request: a `rack`
 /// label splits 40 nodes only for a job that selects a rack, and a hostname selector gets
 /// exactly its node.

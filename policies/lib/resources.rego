@@ -130,6 +130,29 @@ gang_resources contains g.name if {
 	gpu_amount(g) > 0
 }
 
+# An amount of resource `name` in words, in the unit that divides it: cpu from millicores
+# ("2 cpu", "1500m cpu"), bytes in Gi/Mi/Ki, anything else as a count ("8 nvidia.com/gpu").
+amount(name, n) := sprintf("%d %s", [n / 1000, name]) if {
+	name == "cpu"
+	n % 1000 == 0
+} else := sprintf("%dm %s", [n, name]) if {
+	name == "cpu"
+} else := sprintf("%s %s", [bytes(n), name]) if {
+	byte_resource(name)
+} else := sprintf("%d %s", [n, name])
+
+byte_resource(name) if name in {"memory", "ephemeral-storage"}
+
+byte_resource(name) if startswith(name, "hugepages-")
+
+bytes(n) := sprintf("%dGi", [n / 1073741824]) if {
+	n % 1073741824 == 0
+} else := sprintf("%dMi", [n / 1048576]) if {
+	n % 1048576 == 0
+} else := sprintf("%dKi", [n / 1024]) if {
+	n % 1024 == 0
+} else := sprintf("%d", [n])
+
 # " (cluster inventory may be out of date: ...)" when the inventory says it may be.
 inventory_stale_note := "" if {
 	object.get(data.cluster, "stale", "") == ""

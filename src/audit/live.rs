@@ -69,14 +69,14 @@ pub async fn connect() -> Result<(kube::Client, String), ConnectError> {
     }
 }
 
-/// Nodes and, when their CRDs are installed, Volcano Queues and Kueue ClusterQueues and
-/// LocalQueues; `Err` says what could not be listed (the cluster-aware policies then stay
+/// Nodes and, when their CRDs are installed, Volcano Queues and Kueue ClusterQueues,
+/// LocalQueues, Cohorts and ResourceFlavors (v1beta2 where served, else v1beta1); `Err` says what could not be listed (the cluster-aware policies then stay
 /// silent, which the caller notes).
 pub async fn inventory(client: &kube::Client, page: u32) -> Result<Inventory, String> {
     let nodes = list_all(&Api::<Node>::all(client.clone()), page)
         .await
         .map_err(|e| format!("cannot list Nodes: {}", crate::error_chain(&e)))?;
-    let [cluster_queues, local_queues] = crate::cluster::watch::kueue_resources();
+    let [cluster_queues, local_queues, cohorts, flavors] = crate::cluster::watch::kueue_resources();
     let [claims, classes, network_policies, namespaces] =
         crate::cluster::watch::storage_and_network_resources();
     Ok(Inventory {
@@ -88,8 +88,10 @@ pub async fn inventory(client: &kube::Client, page: u32) -> Result<Inventory, St
             page,
         )
         .await?,
-        kueue_cluster_queues: custom(client, &cluster_queues, "Kueue ClusterQueues", page).await?,
-        kueue_local_queues: custom(client, &local_queues, "Kueue LocalQueues", page).await?,
+        kueue_cluster_queues: served(client, &cluster_queues, "Kueue ClusterQueues", page).await?,
+        kueue_local_queues: served(client, &local_queues, "Kueue LocalQueues", page).await?,
+        kueue_cohorts: served(client, &cohorts, "Kueue Cohorts", page).await?,
+        kueue_flavors: served(client, &flavors, "Kueue ResourceFlavors", page).await?,
         claims: listable(client, &claims, "PersistentVolumeClaims", page).await?,
         storage_classes: listable(client, &classes, "StorageClasses", page).await?,
         priority_classes: listable(client, &priority_classes(), "PriorityClasses", page).await?,
@@ -123,6 +125,22 @@ async fn custom(
     page: u32,
 ) -> Result<Option<Vec<Value>>, String> {
     listed(client, resource, what, &[404], page).await
+}
+
+/// Every object of the first of `versions` (one kind at the versions it may be served at, the
+/// preferred first) that is served; `None` when none is (its CRD is not installed).
+async fn served(
+    client: &kube::Client,
+    versions: &[ApiResource],
+    what: &str,
+    page: u32,
+) -> Result<Option<Vec<Value>>, String> {
+    for resource in versions {
+        if let Some(items) = custom(client, resource, what, page).await? {
+            return Ok(Some(items));
+        }
+    }
+    Ok(None)
 }
 
 /// Every object of `resource`; `None` when the API server answers one of `unknown_on`.

@@ -42,7 +42,7 @@ const MAX_PROJECTIONS: usize = 64;
 impl ClusterDoc {
     /// `data.cluster` for the request whose policy input is `input`.
     pub fn view(&self, input: &RegoValue) -> RegoValue {
-        let p = Projection::of(input);
+        let p = Projection::of(input).with_flavor_labels(input, &self.json);
         let mut cache = self.projections.lock().unwrap_or_else(|e| e.into_inner());
         let projected = match cache.get(&p) {
             Some(v) => v.clone(),

@@ -1,7 +1,7 @@
 //! The cluster inventory as policies see it (`data.cluster`): Nodes grouped into *node
 //! classes* (same labels apart from per-node ones, same taints, same allocatable amount of
 //! every resource; a cordoned node is a class with the `node.kubernetes.io/unschedulable`
-//! taint), per-resource capacity, Volcano and Kueue queues, StorageClasses and
+//! taint), per-resource capacity, Volcano and Kueue queues ([`kueue`](super::kueue)), StorageClasses and
 //! PriorityClasses.
 //!
 //! Entry point: [`Inventory::summary`]. Grouping keeps policies cheap on big clusters: a
@@ -40,9 +40,13 @@ pub struct Inventory {
     pub nodes: Vec<Node>,
     /// Volcano `Queue` objects, as JSON; `None` when the Queue CRD is not installed.
     pub volcano_queues: Option<Vec<Value>>,
-    /// Kueue `ClusterQueue` and `LocalQueue` objects; `None` when their CRDs are not installed.
+    /// Kueue `ClusterQueue`, `LocalQueue`, `Cohort` and `ResourceFlavor` objects (either
+    /// served version); each `None` when unknown (CRD not installed, not listable, not in
+    /// the snapshot). See [`kueue`](super::kueue).
     pub kueue_cluster_queues: Option<Vec<Value>>,
     pub kueue_local_queues: Option<Vec<Value>>,
+    pub kueue_cohorts: Option<Vec<Value>>,
+    pub kueue_flavors: Option<Vec<Value>>,
     /// Volcano `HyperNode` objects (network domains); `None` when their CRD is not installed.
     pub hypernodes: Option<Vec<Value>>,
     /// Trainer ClusterTrainingRuntimes and TrainingRuntimes (snapshots only; `serve` keeps
@@ -122,6 +126,7 @@ impl Inventory {
             .priority_classes
             .as_deref()
             .map(|items| super::priority_classes::summary(items, &mut problems));
+        let kueue = super::kueue::summary(&self.kueue_objects(), &mut problems);
         let node_count: usize = classes.iter().map(|c| c.size).sum();
         let unschedulable: usize = classes.iter().filter(|c| c.cordoned).map(|c| c.size).sum();
         json!({
@@ -135,7 +140,7 @@ impl Inventory {
             "offered_resources": offered_resources(&classes),
             "mig_strategies": mig_strategies(&classes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
-            "kueue": self.kueue(),
+            "kueue": kueue,
             "hypernodes": Value::Null,
             "native_gang_api": self.native_gang_api,
             "storage_classes": self.storage_classes.as_deref().map(storage_classes),
@@ -155,88 +160,15 @@ impl Inventory {
         }
     }
 
-    /// Kueue's queues, when its CRDs are installed: ClusterQueues with their quota per
-    /// resource (summed over flavors) and whether they admit, LocalQueues as
-    /// `<namespace>/<name>` → ClusterQueue.
-    fn kueue(&self) -> Option<Value> {
-        let cluster_queues = self.kueue_cluster_queues.as_ref()?;
-        let local_queues: Map<String, Value> = self
-            .kueue_local_queues
-            .iter()
-            .flatten()
-            .filter_map(|q| {
-                let ns = q.pointer("/metadata/namespace")?.as_str()?;
-                let name = q.pointer("/metadata/name")?.as_str()?;
-                let target = q.pointer("/spec/clusterQueue")?.as_str()?;
-                Some((format!("{ns}/{name}"), Value::from(target)))
-            })
-            .collect();
-        let cluster_queues: Map<String, Value> = cluster_queues
-            .iter()
-            .filter_map(|q| {
-                Some((
-                    q.pointer("/metadata/name")?.as_str()?.to_string(),
-                    cluster_queue(q),
-                ))
-            })
-            .collect();
-        Some(json!({"cluster_queues": cluster_queues, "local_queues": local_queues}))
-    }
-}
-
-/// One ClusterQueue: `stop_policy`, `cohort`, and per covered resource the nominal quota
-/// and the borrowing limit summed over its flavors (`null` borrowing: unlimited in a cohort).
-fn cluster_queue(q: &Value) -> Value {
-    let mut quota: BTreeMap<String, (i64, Option<i64>)> = BTreeMap::new();
-    let groups = q.pointer("/spec/resourceGroups").and_then(Value::as_array);
-    for flavor in groups
-        .into_iter()
-        .flatten()
-        .filter_map(|g| g.get("flavors")?.as_array())
-        .flatten()
-    {
-        for r in flavor
-            .get("resources")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(name) = r.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let amount = |field: &str| r.get(field).and_then(|v| quantity_value(v).as_i64());
-            let entry = quota.entry(name.to_string()).or_insert((0, Some(0)));
-            entry.0 = entry.0.saturating_add(amount("nominalQuota").unwrap_or(0));
-            entry.1 = match (entry.1, amount("borrowingLimit")) {
-                (Some(sum), Some(n)) => Some(sum.saturating_add(n)),
-                _ => None,
-            };
+    /// Kueue's objects, for [`kueue::summary`](super::kueue::summary).
+    fn kueue_objects(&self) -> super::kueue::Objects<'_> {
+        super::kueue::Objects {
+            cluster_queues: self.kueue_cluster_queues.as_deref(),
+            local_queues: self.kueue_local_queues.as_deref(),
+            cohorts: self.kueue_cohorts.as_deref(),
+            flavors: self.kueue_flavors.as_deref(),
         }
     }
-    let cohort = q
-        .pointer("/spec/cohort")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let resources: Map<String, Value> = quota
-        .into_iter()
-        .map(|(name, (nominal, borrowing))| {
-            // Outside a cohort nothing can be borrowed, whatever the limit says.
-            let borrowing = if cohort.is_empty() {
-                Some(0)
-            } else {
-                borrowing
-            };
-            (
-                name,
-                json!({"nominal": nominal, "borrowing_limit": borrowing}),
-            )
-        })
-        .collect();
-    json!({
-        "cohort": cohort,
-        "stop_policy": q.pointer("/spec/stopPolicy").and_then(Value::as_str).unwrap_or("None"),
-        "resources": resources,
-    })
 }
 
 /// Nodes that a pod sees alike: same labels (less per-node ones), same taints, and the same

@@ -11,6 +11,7 @@ pub mod discovery;
 pub mod handle;
 pub mod hypernodes;
 pub mod inventory;
+pub mod kueue;
 pub mod nodes;
 pub mod objects;
 pub mod priority_classes;

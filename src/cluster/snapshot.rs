@@ -1,11 +1,19 @@
 //! An inventory from a file, for `gangplank check --cluster FILE` and test cases: what
 //! `kubectl get nodes -o yaml` prints (a `List` of Nodes), optionally with Namespaces,
-//! PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies and Volcano
-//! Queues in the same list (`kubectl get
-//! nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues -A -o yaml`) or as further YAML documents (a kind not listed is unknown, not empty), and
-//! with the API server's discovery documents (`kubectl get --raw /apis`, an `APIGroupList`,
-//! or `kubectl get --raw /apis/scheduling.k8s.io/v1alpha2`, an `APIResourceList`), which
-//! say whether the native gang API is served.
+//! PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies, Volcano Queues
+//! and HyperNodes, Kueue's objects and Trainer runtimes in the same list (`kubectl get
+//! nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues -A -o yaml`) or
+//! as further YAML documents (a kind not listed is unknown, not empty), and with the API
+//! server's discovery documents (`kubectl get --raw /apis`, an `APIGroupList`, or `kubectl get
+//! --raw /apis/scheduling.k8s.io/v1alpha2`, an `APIResourceList`), which say whether the
+//! native gang API is served.
+//!
+//! Kueue (`kubectl get clusterqueues,localqueues,cohorts,resourceflavors -A -o yaml`, either
+//! API version): ClusterQueues, LocalQueues, Cohorts and ResourceFlavors are read; its other
+//! kinds (Workloads, Topologies, WorkloadPriorityClasses, AdmissionChecks, ...) are passed
+//! over, as they say nothing about what a queue can ever admit. A snapshot that holds
+//! ResourceFlavors was taken of Kueue's kinds: its Cohorts are known, and a cohort without a
+//! Cohort object is an implicit one (no quota of its own), as Kueue makes it.
 
 use std::path::Path;
 
@@ -39,12 +47,16 @@ pub fn parse(text: &str, source: &str) -> Result<Inventory, String> {
 }
 
 /// The kinds a snapshot may hold, for the error about any other.
-const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies, Volcano Queues and HyperNodes, Kueue ClusterQueues/LocalQueues, Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues,hypernodes,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
+const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies, Volcano Queues and HyperNodes, Kueue's objects (ClusterQueues, LocalQueues, Cohorts and ResourceFlavors are read, its other kinds passed over), Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues,hypernodes,clusterqueues,localqueues,cohorts,resourceflavors,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
+
+/// Kueue's API group: its kinds not read here are passed over, not refused.
+const KUEUE_GROUP: &str = "kueue.x-k8s.io/";
 
 /// Sorts the items into an inventory. A kind that is not listed stays unknown (`None`).
 /// An item of a known kind that cannot be read is left out and said in `notes` (a bad
 /// Node also marks the inventory stale, so a capacity refusal says it counted without
-/// it); an item of any other kind is an error: the file is not a cluster snapshot.
+/// it); Kueue's kinds not read are passed over; an item of any other kind is an error: the
+/// file is not a cluster snapshot.
 pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> {
     let mut inventory = Inventory {
         source: source.to_string(),
@@ -75,6 +87,8 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
             "HyperNode" => &mut inventory.hypernodes,
             "ClusterQueue" => &mut inventory.kueue_cluster_queues,
             "LocalQueue" => &mut inventory.kueue_local_queues,
+            "Cohort" => &mut inventory.kueue_cohorts,
+            "ResourceFlavor" => &mut inventory.kueue_flavors,
             "ClusterTrainingRuntime" | "TrainingRuntime" => &mut inventory.trainer_runtimes,
             "APIGroupList" => {
                 inventory.native_gang_api = Some(lists_native_gang(&item));
@@ -92,11 +106,15 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
                 }
                 continue;
             }
+            _ if is_kueue(&item) => continue,
             other => return Err(format!("{source}: item {i} is a {other:?}; {KINDS_HELD}")),
         };
         if item.is_object() {
             list.get_or_insert_with(Vec::new).push(item);
         }
+    }
+    if inventory.kueue_flavors.is_some() && inventory.kueue_cohorts.is_none() {
+        inventory.kueue_cohorts = Some(Vec::new());
     }
     if unreadable_nodes > 0 {
         inventory.stale = Some(format!(
@@ -104,6 +122,12 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
         ));
     }
     Ok(inventory)
+}
+
+/// Whether `item` is one of Kueue's objects (`apiVersion: kueue.x-k8s.io/...`).
+fn is_kueue(item: &Value) -> bool {
+    let version = item.get("apiVersion").and_then(Value::as_str);
+    version.is_some_and(|v| v.starts_with(KUEUE_GROUP))
 }
 
 /// Whether an `APIGroupList` lists `scheduling.k8s.io/v1alpha2` (served only with the

@@ -92,6 +92,35 @@ impl Projection {
     }
 }
 
+impl Projection {
+    /// For a job queued with Kueue (label `kueue.x-k8s.io/queue-name`), also the label keys of
+    /// Kueue's ResourceFlavors in `summary`: the flavor Kueue admits the job into adds its
+    /// node labels to the pods' nodeSelector, and the `kueue_queue` policy asks which nodes
+    /// each flavor's labels select.
+    pub fn with_flavor_labels(mut self, input: &RegoValue, summary: &Value) -> Projection {
+        let labels = field(input, "object")
+            .and_then(|o| field(o, "metadata"))
+            .and_then(|m| field(m, "labels"));
+        if labels.and_then(|l| field(l, KUEUE_QUEUE_LABEL)).is_none() {
+            return self;
+        }
+        let flavors = summary.pointer("/kueue/flavors").and_then(Value::as_object);
+        for flavor in flavors.into_iter().flatten().map(|(_, f)| f) {
+            let labels = flavor["node_labels"].as_object();
+            for (k, v) in labels.into_iter().flatten() {
+                match (k.as_str(), v.as_str()) {
+                    (HOSTNAME, Some(host)) => self.hostnames.insert(host.to_string()),
+                    _ => self.keys.insert(k.clone()),
+                };
+            }
+        }
+        self
+    }
+}
+
+/// The label that queues a job with Kueue.
+const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
 pub(super) fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {
     v.as_object().ok()?.get(&RegoValue::from(name))
 }
@@ -250,4 +279,35 @@ fn add(
         class["max_memory_bytes"].as_i64().unwrap_or(0),
         false,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::to_rego::to_rego;
+
+    /// Two classes that differ only by `pool`, the label of Kueue's flavors.
+    fn summary() -> Value {
+        let class = |pool: &str| json!({"size": 1, "labels": {"pool": pool}, "taints": [], "allocatable": {"nvidia.com/gpu": 8}});
+        json!({
+            "node_classes": [class("a100"), class("h100")],
+            "hypernodes": null,
+            "kueue": {"flavors": {"a100": {"node_labels": {"pool": "a100"}}}},
+        })
+    }
+
+    fn classes_seen(labels: Value) -> usize {
+        let input =
+            to_rego(&json!({"object": {"metadata": {"labels": labels}}, "job": {"replicas": []}}));
+        let summary = summary();
+        let p = Projection::of(&input).with_flavor_labels(&input, &summary);
+        let projected = project(&summary, &p, &Hostnames::new());
+        projected["node_classes"].as_array().map_or(0, Vec::len)
+    }
+
+    #[test]
+    fn a_kueue_job_sees_classes_apart_by_its_flavors_labels_and_no_other_job_does() {
+        assert_eq!(classes_seen(json!({KUEUE_QUEUE_LABEL: "q"})), 2);
+        assert_eq!(classes_seen(json!({"app": "x"})), 1);
+    }
 }

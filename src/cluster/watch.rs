@@ -1,7 +1,7 @@
 //! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes,
 //! PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies and Namespaces
-//! and, when their CRDs are installed, Volcano Queues and HyperNodes and Kueue ClusterQueues
-//! and LocalQueues feed caches, and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
+//! and, when their CRDs are installed, Volcano Queues and HyperNodes and Kueue ClusterQueues,
+//! LocalQueues, Cohorts and ResourceFlavors (at v1beta2 where served, else v1beta1) feed caches, and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
 //! change is published within [`PUBLISH_EVERY`]. When a watch fails, the last good view
 //! stays published, marked stale with the reason, so policies can say so and admission never
 //! waits on the cluster.
@@ -51,12 +51,26 @@ pub fn hypernode_resource() -> ApiResource {
     custom("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes")
 }
 
-/// Kueue's ClusterQueue (cluster-scoped) and LocalQueue (namespaced).
-pub fn kueue_resources() -> [ApiResource; 2] {
-    [
-        custom("kueue.x-k8s.io", "v1beta1", "ClusterQueue", "clusterqueues"),
-        custom("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues"),
-    ]
+/// Kueue's versions, the preferred first: v1beta2 is the storage version (v0.19), so reading
+/// it needs no conversion; v1beta1 is converted by Kueue's own webhook, and cannot be read
+/// while Kueue is down. A Kueue that serves only v1beta1 (before v0.15) is read at v1beta1.
+pub const KUEUE_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
+
+/// Kueue's kinds the inventory reads: ClusterQueue, LocalQueue (namespaced), Cohort and
+/// ResourceFlavor.
+const KUEUE_KINDS: [(&str, &str); 4] = [
+    ("ClusterQueue", "clusterqueues"),
+    ("LocalQueue", "localqueues"),
+    ("Cohort", "cohorts"),
+    ("ResourceFlavor", "resourceflavors"),
+];
+
+/// Each of [`KUEUE_KINDS`] at every version of [`KUEUE_VERSIONS`], the preferred first.
+pub fn kueue_resources() -> [Vec<ApiResource>; 4] {
+    KUEUE_KINDS.map(|(kind, plural)| {
+        let at = |version: &&str| custom("kueue.x-k8s.io", version, kind, plural);
+        KUEUE_VERSIONS.iter().map(at).collect()
+    })
 }
 
 fn custom(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -138,22 +152,24 @@ pub async fn run(
     let nodes: Nodes = Arc::new(Mutex::new(NodeIndex::new(limits.max_bytes)));
     tokio::spawn(watch_nodes(client.clone(), nodes.clone(), pending.clone()));
     tokio::spawn(discover(client.clone(), pending.clone()));
-    let [cluster_queues, local_queues] = kueue_resources();
+    let [cluster_queues, local_queues, cohorts, flavors] = kueue_resources();
     let [claims, classes, network_policies, namespaces] = storage_and_network_resources();
-    let start = |(resource, what): (ApiResource, &'static str)| {
+    let start = |(candidates, what): (Vec<ApiResource>, &'static str)| {
         let slot = Slot::default();
-        let watch = watch_custom(client.clone(), resource, what, pending.clone());
+        let watch = watch_custom(client.clone(), candidates, what, pending.clone());
         tokio::spawn(watch(slot.clone()));
         slot
     };
     // What the summary reads (in this order below) ...
     let summary_slots = [
-        (queue_resource(), "Volcano Queues"),
+        (vec![queue_resource()], "Volcano Queues"),
         (cluster_queues, "Kueue ClusterQueues"),
         (local_queues, "Kueue LocalQueues"),
-        (classes, "StorageClasses"),
-        (hypernode_resource(), "Volcano HyperNodes"),
-        (priority_classes::resource(), "PriorityClasses"),
+        (cohorts, "Kueue Cohorts"),
+        (flavors, "Kueue ResourceFlavors"),
+        (vec![classes], "StorageClasses"),
+        (vec![hypernode_resource()], "Volcano HyperNodes"),
+        (vec![priority_classes::resource()], "PriorityClasses"),
     ]
     .map(start);
     // ... and the namespaced objects, indexed apart (they can be tens of thousands).
@@ -209,13 +225,15 @@ pub async fn run(
             let fingerprint = fingerprint(&lists, stale.as_deref(), native_gang_api);
             if nodes_changed || published != Some(fingerprint) {
                 published = Some(fingerprint);
-                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, storage_classes, hypernodes, priority_classes] =
+                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, kueue_cohorts, kueue_flavors, storage_classes, hypernodes, priority_classes] =
                     lists;
                 let rest = Inventory {
                     volcano_queues,
                     hypernodes,
                     kueue_cluster_queues,
                     kueue_local_queues,
+                    kueue_cohorts,
+                    kueue_flavors,
                     storage_classes,
                     priority_classes,
                     native_gang_api,
@@ -447,37 +465,54 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Waits until `resource` can be listed (its CRD is installed, the webhook may list it);
-/// until then its part of `data.cluster` is null and the rules that read it stay quiet.
-async fn wait_listable(api: &Api<DynamicObject>, what: &'static str) {
+/// Waits until one of `candidates` (a kind at the versions it may be served at, the
+/// preferred first) can be listed (its CRD is installed and serves that version, the webhook
+/// may list it), and returns it; until then its part of `data.cluster` is null and the rules
+/// that read it stay quiet.
+async fn wait_listable(
+    client: &kube::Client,
+    candidates: &[ApiResource],
+    what: &'static str,
+) -> Option<ApiResource> {
     let mut said_forbidden = false;
     loop {
-        match api.list_metadata(&ListParams::default().limit(1)).await {
-            Ok(_) => return,
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            // Said once: a platform may keep a kind from the webhook on purpose.
-            Err(kube::Error::Api(status)) if status.code == 403 && !said_forbidden => {
-                said_forbidden = true;
-                tracing::warn!(what, "the webhook may not list these (RBAC): the policies that read them stay silent until it may (see deploy/cluster-inventory)");
+        for resource in candidates {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+            match api.list_metadata(&ListParams::default().limit(1)).await {
+                Ok(_) => return Some(resource.clone()),
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                // Said once: a platform may keep a kind from the webhook on purpose.
+                Err(kube::Error::Api(status)) if status.code == 403 && !said_forbidden => {
+                    said_forbidden = true;
+                    tracing::warn!(what, "the webhook may not list these (RBAC): the policies that read them stay silent until it may (see deploy/cluster-inventory)");
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, what, version = %resource.version, "not listable yet")
+                }
             }
-            Err(e) => tracing::debug!(error = %e, what, "not listable yet"),
+        }
+        if candidates.is_empty() {
+            return None;
         }
         tokio::time::sleep(CRD_RECHECK).await;
     }
 }
 
-/// Watches `resource` (queues, StorageClasses, PriorityClasses: few, read whole) into a
-/// reflector store, published in `slot` once the first list is in.
+/// Watches the first listable of `candidates` (queues, StorageClasses, PriorityClasses, at
+/// the versions they may be served at: few, read whole) into a reflector store, published in
+/// `slot` once the first list is in.
 fn watch_custom(
     client: kube::Client,
-    resource: ApiResource,
+    candidates: Vec<ApiResource>,
     what: &'static str,
     pending: Shared,
 ) -> impl FnOnce(Slot) -> futures::future::BoxFuture<'static, ()> {
     move |slot| {
         Box::pin(async move {
+            let Some(resource) = wait_listable(&client, &candidates, what).await else {
+                return;
+            };
             let api: Api<DynamicObject> = Api::all_with(client, &resource);
-            wait_listable(&api, what).await;
             let writer = reflector::store::Writer::new(resource.clone());
             // Published only once the first list is in: an empty store would read as "no
             // queues", and every job naming one would be refused until the list arrived.
@@ -510,8 +545,13 @@ async fn watch_cached(
     pending: Shared,
     cache: Arc<Mutex<Cache>>,
 ) {
+    if wait_listable(&client, std::slice::from_ref(&resource), what)
+        .await
+        .is_none()
+    {
+        return;
+    }
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    wait_listable(&api, what).await;
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     drive(stream, pending, what, |event| {
         feed(&mut *lock(&cache), event)
@@ -543,6 +583,23 @@ mod tests {
             "status": {"allocatable": {"nvidia.com/gpu": gpus}},
         }))
         .expect("node")
+    }
+
+    #[test]
+    fn kueue_kinds_are_tried_at_v1beta2_first_then_v1beta1() {
+        let versions = kueue_resources().map(|candidates| {
+            let at: Vec<String> = candidates.iter().map(|r| r.api_version.clone()).collect();
+            (candidates[0].kind.clone(), at)
+        });
+        let both = ["kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"].map(String::from);
+        for (kind, at) in &versions {
+            assert_eq!(at.as_slice(), both.as_slice(), "{kind}");
+        }
+        let kinds: Vec<&str> = versions.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor"]
+        );
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@ mod examples;
 mod exemptions;
 mod explain;
 mod formats;
+mod kueue;
 mod limits;
 mod malformed_jobs;
 mod support;
