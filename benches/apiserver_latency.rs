@@ -57,6 +57,7 @@ fn main() {
 
 async fn measure(control_plane: &ControlPlane) {
     let shipped_ns = control_plane.namespace("latency").await;
+    control_plane.create_platform_priority_class();
     let noop_ns = "gangplank-system";
     control_plane.ensure_namespace(noop_ns).await;
     let noop_policies = support::repo().join("benches/data/noop-policies");

@@ -145,18 +145,7 @@ async fn webhook_under_load(control_plane: &ControlPlane) -> (Process, Process) 
     let [port] = support::control_plane::free_ports();
     let ca = control_plane.file("serve-ca.crt");
     let policies = support::repo().join("policies");
-    // The platform job of the load names PriorityClass training-high: the platform's default
-    // class here, so the priority policy, reading this cluster's classes, admits it.
-    let class = serde_json::json!({
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "training-high"},
-        "value": 1000,
-        "globalDefault": true,
-    });
-    control_plane
-        .kubectl_apply(None, &class, &[])
-        .expect("PriorityClass training-high");
+    control_plane.create_platform_priority_class();
     let args = vec![
         "serve".to_string(),
         format!("--addr=127.0.0.1:{port}"),

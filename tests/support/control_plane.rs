@@ -307,6 +307,21 @@ impl ControlPlane {
             .unwrap_or_default()
     }
 
+    /// PriorityClass `training-high`, which benches/data/pytorchjob-9-platform.yaml names, as
+    /// the cluster's default class: the priority policy, reading this cluster's classes,
+    /// admits the platform job (a class the cluster lacks is refused).
+    pub fn create_platform_priority_class(&self) {
+        let class = serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "training-high"},
+            "value": 1000,
+            "globalDefault": true,
+        });
+        self.kubectl_apply(None, &class, &[])
+            .expect("PriorityClass training-high");
+    }
+
     /// `kubectl apply -f` of `object` (in `namespace`, when given) with `extra` flags, as a
     /// user runs it: Ok(stdout) or Err(stderr).
     pub fn kubectl_apply(
