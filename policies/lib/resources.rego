@@ -113,15 +113,6 @@ gpu_amount(g) := g.limit if {
 	is_number(g.request)
 } else := 0
 
-# The whole gang's amount of resource `name`: every pod of every replica type.
-gang_total(name) := sum([n |
-	some r in input.job.replicas
-	some c in r.containers
-	some g in c.gpuResources
-	g.name == name
-	n := r.replicas * gpu_amount(g)
-])
-
 # GPU-like resources the job asks for anywhere.
 gang_resources contains g.name if {
 	some r in input.job.replicas
