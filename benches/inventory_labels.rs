@@ -252,7 +252,8 @@ fn child(n: usize, grain: usize) {
     let mut high_classes = 0usize;
     for i in 0..n {
         let mut node = realistic::node_grained(&template, i, grain);
-        node["metadata"]["labels"][realistic::KERNEL_LABEL] = json!("6.1.115-126.197.amzn2023.x86_64");
+        node["metadata"]["labels"][realistic::KERNEL_LABEL] =
+            json!("6.1.115-126.197.amzn2023.x86_64");
         realistic::heartbeat(&mut node, i as u64);
         let facts = decode(&node);
         let t = Instant::now();
@@ -323,8 +324,5 @@ fn child(n: usize, grain: usize) {
         mib(live_churned - live0)
     );
     println!("   load average: {}", load.trim());
-    println!(
-        "RESULT {} {} {}",
-        sizes.classes, index_bytes, all_bytes
-    );
+    println!("RESULT {} {} {}", sizes.classes, index_bytes, all_bytes);
 }

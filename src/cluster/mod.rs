@@ -7,10 +7,12 @@
 //! [`watch`] (kept current from the API server by watches, for `serve`).
 
 pub mod cache;
+pub mod classes;
 pub mod discovery;
 pub mod handle;
 pub mod hypernodes;
 pub mod inventory;
+pub mod labels;
 pub mod nodes;
 pub mod objects;
 pub mod priority_classes;
