@@ -205,6 +205,20 @@ impl ClassTable {
         self.labels(i).find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
+    /// The id of `text`, if some class holds it (a walk of the strings: once per summary,
+    /// not per class).
+    pub fn id_of(&self, text: &str) -> Option<Sym> {
+        let i = self.strings.iter().position(|s| &**s == text)?;
+        Sym::try_from(i).ok()
+    }
+
+    /// The value of the label whose key is `key` on class `i`, by ids.
+    pub fn value_of(&self, i: usize, key: Sym) -> Option<&str> {
+        let (class, _) = self.class(i)?;
+        let (_, v) = class.labels.iter().find(|(k, _)| *k == key)?;
+        Some(self.text(*v))
+    }
+
     /// All the strings, by id (for a projection to tell the kept keys once).
     pub fn strings(&self) -> &[Arc<str>] {
         &self.strings

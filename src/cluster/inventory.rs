@@ -187,6 +187,7 @@ impl ClassFacts<'_> {
 
 /// The facts of a table's classes.
 pub(super) fn table_facts(table: &ClassTable) -> Vec<ClassFacts<'_>> {
+    let mig = table.id_of(MIG_STRATEGY_LABEL);
     table
         .classes()
         .enumerate()
@@ -194,7 +195,7 @@ pub(super) fn table_facts(table: &ClassTable) -> Vec<ClassFacts<'_>> {
             size,
             cordoned: key.shape.cordoned,
             allocatable: &key.shape.allocatable,
-            mig_strategy: table.label(i, MIG_STRATEGY_LABEL),
+            mig_strategy: mig.and_then(|mig| table.value_of(i, mig)),
         })
         .collect()
 }

@@ -110,6 +110,10 @@ impl Interner {
         self.ids.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
     /// Estimated bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes

@@ -190,6 +190,8 @@ pub struct NodeIndex {
     left_out: HashSet<Arc<str>>,
     /// Nodes left out because their class is over [`MAX_CLASS_BYTES`]: name → why.
     oversized: HashMap<Arc<str>, String>,
+    /// The nodes with problems or a flapping note: a summary walks these, not every node.
+    troubled: HashSet<Arc<str>>,
     max_bytes: usize,
     /// Estimated bytes of the nodes and the classes (strings and shapes apart).
     bytes: usize,
@@ -206,6 +208,7 @@ impl NodeIndex {
             relist: None,
             left_out: HashSet::new(),
             oversized: HashMap::new(),
+            troubled: HashSet::new(),
             max_bytes,
             bytes: 0,
         }
@@ -242,7 +245,7 @@ impl NodeIndex {
             None => (0, None),
         };
         let name: Arc<str> = Arc::from(name);
-        let key_len = class.key().len();
+        let key_len = key_len(&class, &shape_key);
         if key_len > MAX_CLASS_BYTES {
             let why = format!(
                 "node {name}: {} KiB of labels, taints and allocatable (over {} KiB); left out",
@@ -302,16 +305,15 @@ impl NodeIndex {
         self.relist.is_some()
     }
 
-    /// The classes in a stable order, and what could not be read of the nodes.
+    /// The classes, and what could not be read of the nodes. The classes' order is the map's:
+    /// nothing a policy reads depends on it (projections order their merged classes by their
+    /// JSON), and sorting 25,000 classes was a third of a publish.
     fn classes(&self) -> (Vec<(&ClassKey, &Group)>, Vec<String>) {
-        let mut keyed: Vec<(&ClassKey, &Group)> = self.groups.iter().collect();
-        keyed.sort_by(|a, b| {
-            let by_labels = a.0.labels.cmp(&b.0.labels);
-            by_labels.then_with(|| a.0.shape.key().cmp(b.0.shape.key()))
-        });
+        let keyed: Vec<(&ClassKey, &Group)> = self.groups.iter().collect();
         let mut problems: Vec<String> = self
-            .nodes
-            .values()
+            .troubled
+            .iter()
+            .filter_map(|name| self.nodes.get(name))
             .flat_map(|m| m.problems.iter().chain(&m.flapping).cloned())
             .chain(self.oversized.values().cloned())
             .collect();
@@ -429,6 +431,9 @@ impl NodeIndex {
             group.names.insert(name.clone());
         }
         self.bytes += member_bytes(&name, &member.problems);
+        if !member.problems.is_empty() || member.flapping.is_some() {
+            self.troubled.insert(name.clone());
+        }
         self.nodes.insert(name, member);
     }
 
@@ -437,6 +442,7 @@ impl NodeIndex {
         let Some((name, member)) = self.nodes.remove_entry(name) else {
             return false;
         };
+        self.troubled.remove(&name);
         self.bytes = self
             .bytes
             .saturating_sub(member_bytes(&name, &member.problems));
@@ -455,6 +461,17 @@ impl NodeIndex {
         }
         true
     }
+}
+
+/// The length of `class`'s key (its labels, taints and allocatable as JSON), or less when that
+/// is far below [`MAX_CLASS_BYTES`]: the JSON is written only for a class that may be over it
+/// (each label is its text plus 6 bytes of JSON, and escaping at most sextuples a byte).
+fn key_len(class: &Class, shape_key: &str) -> usize {
+    let labels: usize = class.labels.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    if 6 * (labels + shape_key.len()) <= MAX_CLASS_BYTES {
+        return labels + shape_key.len();
+    }
+    class.key().len()
 }
 
 /// The first label key whose value `class` has otherwise than `ids` (`None`: the same labels).
