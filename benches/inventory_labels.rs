@@ -39,6 +39,7 @@ use gangplank::cluster::nodes::{NodeFacts, NodeIndex};
 use gangplank::cluster::{ClusterHandle, Inventory};
 use gangplank::policy::PolicySet;
 use gangplank::review::{self, Input};
+use realistic::rss_mib;
 use serde_json::{json, Value};
 
 /// mimalloc, counting the bytes live and their high-water mark.
@@ -167,17 +168,6 @@ fn fit(n: usize, results: &[(f64, f64, f64)]) {
             per_class * 1000.0 / 1048576.0
         );
     }
-}
-
-/// RSS of this process, MiB.
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
 }
 
 fn policies() -> PolicySet {

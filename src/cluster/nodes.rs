@@ -467,7 +467,11 @@ impl NodeIndex {
 /// is far below [`MAX_CLASS_BYTES`]: the JSON is written only for a class that may be over it
 /// (each label is its text plus 6 bytes of JSON, and escaping at most sextuples a byte).
 fn key_len(class: &Class, shape_key: &str) -> usize {
-    let labels: usize = class.labels.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    let labels: usize = class
+        .labels
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum();
     if 6 * (labels + shape_key.len()) <= MAX_CLASS_BYTES {
         return labels + shape_key.len();
     }

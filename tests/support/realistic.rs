@@ -196,3 +196,15 @@ pub fn node_grained(template: &Value, i: usize, per_class: usize) -> Value {
 
 /// The NFD label a rolling kernel upgrade changes on every node, one after another.
 pub const KERNEL_LABEL: &str = "feature.node.kubernetes.io/kernel-version.full";
+
+/// Resident set size of this process, MiB (Linux; 0 elsewhere): what the offline inventory
+/// benches that include this file by path read between their phases.
+pub fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
