@@ -16,6 +16,9 @@
 //!    how many new views they caused (0 expected: nothing the policies read changed);
 //! 3. one Node's allocatable changes: one publish.
 //!
+//! `INVENTORY_GRAIN=g` creates issue 44's fixture instead (tests/support/realistic.rs
+//! `node_grained`: a node class per `g` nodes).
+//!
 //! Run: `cargo bench --bench inventory_apiserver` (needs the kube test binaries).
 //! Figures: BENCHMARKS.md.
 
@@ -66,7 +69,7 @@ async fn run(assets: &support::assets::Assets, n: usize) {
     futures::stream::iter(0..n)
         .for_each_concurrent(IN_FLIGHT, |i| {
             let (nodes, template) = (nodes.clone(), template.clone());
-            async move { create(&nodes, &realistic::node(&template, i)).await }
+            async move { create(&nodes, &node_at(&template, i)).await }
         })
         .await;
     println!(
@@ -205,6 +208,16 @@ async fn run(assets: &support::assets::Assets, n: usize) {
     println!("   one Node's allocatable changed: publishes {after} -> {seen}");
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("   load average: {}", load.trim());
+}
+
+/// Node `i`: realistic's (a class per 64 nodes), or with `INVENTORY_GRAIN=g` issue 44's
+/// fixture (one node group in four zones, a class per `g` nodes; 1: a class per node).
+fn node_at(template: &Value, i: usize) -> Value {
+    let grain = std::env::var("INVENTORY_GRAIN").ok();
+    match grain.and_then(|g| g.parse().ok()) {
+        Some(g) => realistic::node_grained(template, i, g),
+        None => realistic::node(template, i),
+    }
 }
 
 /// Creates `node` (metadata, spec) and then its status as the kubelet would.

@@ -41,6 +41,7 @@ use gangplank::cluster::{ClusterHandle, Inventory};
 use gangplank::policy::PolicySet;
 use gangplank::review::{self, Input};
 use kube::api::DynamicObject;
+use realistic::rss_mib;
 use serde_json::Value;
 
 #[global_allocator]
@@ -124,17 +125,6 @@ fn run_child(exe: &Path, mode: &str, n: usize, env: &[(&str, &str)]) {
         .status()
         .expect("child runs");
     assert!(status.success(), "{mode} {n}: {status}");
-}
-
-/// RSS of this process, MiB.
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
 }
 
 /// CPU time of this process so far.

@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use regorus::Value as RegoValue;
 use serde_json::Value;
 
+use super::classes::ClassTable;
 use super::inventory::Inventory;
 use super::objects::Objects;
-use super::view::{hostnames_of, project, Hostnames, Projection};
+use super::view::{project, Projection};
 use crate::placement::{self, model::NodeClass};
 use crate::policy::to_rego::to_rego;
 
@@ -19,9 +20,10 @@ use crate::policy::to_rego::to_rego;
 /// projections (see [`view`](super::view)), each converted once per selector shape.
 #[derive(Debug)]
 pub struct ClusterDoc {
+    /// The summary without its node classes (see [`Inventory::published`]).
     pub json: Arc<Value>,
-    /// Which class each node is in (the summary lists classes, not nodes).
-    hostnames: Arc<Hostnames>,
+    /// The node classes, compact, and which class each node is in.
+    classes: Arc<ClassTable>,
     /// Shared by the docs of one summary: new objects do not cost the projections.
     projections: Arc<Mutex<HashMap<Projection, Projected>>>,
     /// Claims, NetworkPolicies and Namespaces, added per request for its namespace.
@@ -47,7 +49,7 @@ impl ClusterDoc {
         let projected = match cache.get(&p) {
             Some(v) => v.clone(),
             None => {
-                let json = project(&self.json, &p, &self.hostnames);
+                let json = project(&self.json, &p, &self.classes);
                 let v = Projected {
                     value: to_rego(&json),
                     classes: Arc::new(NodeClass::all_of(&json)),
@@ -120,22 +122,23 @@ impl ClusterHandle {
     /// Makes `inventory` what every following evaluation sees.
     pub fn publish(&self, inventory: &Inventory) {
         let objects = Arc::new(Objects::index(inventory.lists()));
-        let json = inventory.summary();
+        let (json, classes) = inventory.published();
         self.swap(|_| ClusterDoc {
-            hostnames: Arc::new(hostnames_of(&json)),
+            classes: Arc::new(classes),
             json: Arc::new(json),
             projections: Arc::default(),
             objects,
         });
     }
 
-    /// Publishes a summary (Nodes, queues, StorageClasses: [`Inventory::summary`]), keeping
-    /// the namespaced objects the watch published last ([`ClusterHandle::publish_objects`]).
-    pub fn publish_summary(&self, (summary, hostnames): (Value, Hostnames)) {
+    /// Publishes a summary (Nodes, queues, StorageClasses: [`Inventory::published`]),
+    /// keeping the namespaced objects the watch published last
+    /// ([`ClusterHandle::publish_objects`]).
+    pub fn publish_summary(&self, (summary, classes): (Value, ClassTable)) {
         let json = Arc::new(summary);
         self.swap(|current| ClusterDoc {
             json,
-            hostnames: Arc::new(hostnames),
+            classes: Arc::new(classes),
             projections: Arc::default(),
             objects: current.map(|d| d.objects.clone()).unwrap_or_default(),
         });
@@ -147,13 +150,13 @@ impl ClusterHandle {
         self.swap(|current| match current {
             Some(doc) => ClusterDoc {
                 json: doc.json.clone(),
-                hostnames: doc.hostnames.clone(),
+                classes: doc.classes.clone(),
                 projections: doc.projections.clone(),
                 objects,
             },
             None => ClusterDoc {
-                json: Arc::new(Inventory::default().summary()),
-                hostnames: Arc::default(),
+                json: Arc::new(Inventory::default().published().0),
+                classes: Arc::default(),
                 projections: Arc::default(),
                 objects,
             },

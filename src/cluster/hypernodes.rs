@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex::Regex;
 use serde_json::{json, Map, Value};
 
+use super::classes::ClassTable;
 use super::selector::Selector;
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -238,23 +239,14 @@ fn member_left_out(child: &str, why: &str) -> String {
     }
 }
 
-/// The nodes of a summary as member selectors see them: each listed class's labels, and
-/// the node's hostname.
-pub(super) fn node_labels<'a>(
-    summary: &'a Value,
-    hostnames: impl Iterator<Item = (&'a str, usize)>,
-) -> Vec<NodeLabels<'a>> {
-    let classes = summary["node_classes"].as_array();
-    let mut out: Vec<NodeLabels<'a>> = hostnames
-        .map(|(name, i)| {
-            let labels = classes
-                .and_then(|c| c.get(i))
-                .and_then(|c| c["labels"].as_object());
-            let mut labels: BTreeMap<&str, &str> = labels
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-                .collect();
+/// The nodes of a published view as member selectors see them: each one's class's labels,
+/// and its hostname.
+pub(super) fn node_labels(table: &ClassTable) -> Vec<NodeLabels<'_>> {
+    let mut out: Vec<NodeLabels<'_>> = table
+        .hostnames()
+        .iter()
+        .map(|(name, &i)| {
+            let mut labels: BTreeMap<&str, &str> = table.labels(i).collect();
             labels.insert(HOSTNAME, name);
             NodeLabels { name, labels }
         })

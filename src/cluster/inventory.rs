@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Map, Value};
 
+use super::classes::ClassTable;
 use super::hypernodes;
-use super::view::{hostnames_of, Hostnames};
 use crate::job::quantity::{Nanos, NANO};
 
 /// Taints that report a node's passing condition (not-ready, unreachable, pressure), set and
@@ -77,8 +77,31 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// `data.cluster`: see `policies/README.md` ("Cluster inventory") for the shape.
+    /// `data.cluster` as a report shows it (`check --cluster`, tests): see
+    /// `policies/README.md` ("Cluster inventory") for the shape. Its node classes list their
+    /// labels and node names; policies read the compact form instead ([`Inventory::published`]).
     pub fn summary(&self) -> Value {
+        let (classes, problems) = self.grouped();
+        let table = ClassTable::of_classes(classes.values());
+        let node_classes = classes.values().map(Class::to_json).collect();
+        let facts: Vec<ClassFacts> = classes.values().map(Class::facts).collect();
+        let mut summary = self.summary_of(&facts, Some(node_classes), problems);
+        self.add_hypernodes(&mut summary, &table);
+        summary
+    }
+
+    /// What a published view holds: the summary without its node classes, and the classes
+    /// as a [`ClassTable`] (what [`view::project`](super::view::project) reads).
+    pub fn published(&self) -> (Value, ClassTable) {
+        let (classes, problems) = self.grouped();
+        let table = ClassTable::of_classes(classes.values());
+        let mut summary = self.summary_of(&table_facts(&table), None, problems);
+        self.add_hypernodes(&mut summary, &table);
+        (summary, table)
+    }
+
+    /// The nodes grouped into classes (by key), with what could not be read of them.
+    fn grouped(&self) -> (BTreeMap<String, Class>, Vec<String>) {
         let mut problems = self.notes.clone();
         let mut classes: BTreeMap<String, Class> = BTreeMap::new();
         for node in &self.nodes {
@@ -89,23 +112,19 @@ impl Inventory {
             class.names.push(name);
             class.size += 1;
         }
-        let mut summary = self.summary_of(classes.values(), problems);
-        let hostnames = hostnames_of(&summary);
-        self.add_hypernodes(&mut summary, &hostnames);
-        summary
+        (classes, problems)
     }
 
     /// `hypernodes` in `summary` (see [`hypernodes`](super::hypernodes)): `null` without the
     /// CRD; the HyperNodes left out are said in its `problems`.
-    pub(super) fn add_hypernodes(&self, summary: &mut Value, hostnames: &Hostnames) {
+    pub(super) fn add_hypernodes(&self, summary: &mut Value, table: &ClassTable) {
         let Some(items) = self.hypernodes.as_deref() else {
             summary["hypernodes"] = Value::Null;
             return;
         };
         let mut problems = Vec::new();
         let resolved = {
-            let names = hostnames.iter().map(|(name, &i)| (&**name, i));
-            let nodes = hypernodes::node_labels(summary, names);
+            let nodes = hypernodes::node_labels(table);
             hypernodes::resolve(items, &nodes, &mut problems)
         };
         summary["hypernodes"] = Value::Object(resolved);
@@ -114,14 +133,15 @@ impl Inventory {
         }
     }
 
-    /// The summary of nodes already grouped into `classes` (the watch keeps them so,
-    /// [`NodeIndex`](super::nodes::NodeIndex)); `self.nodes` is not read.
-    pub(super) fn summary_of<'a>(
+    /// The summary of nodes already grouped into classes (`facts`; the watch keeps them so,
+    /// [`NodeIndex`](super::nodes::NodeIndex)), listing `node_classes` when given (a
+    /// report's); `self.nodes` is not read.
+    pub(super) fn summary_of(
         &self,
-        classes: impl Iterator<Item = &'a Class>,
+        classes: &[ClassFacts],
+        node_classes: Option<Vec<Value>>,
         mut problems: Vec<String>,
     ) -> Value {
-        let classes: Vec<&Class> = classes.collect();
         let priority_classes = self
             .priority_classes
             .as_deref()
@@ -129,16 +149,16 @@ impl Inventory {
         let kueue = super::kueue::summary(&self.kueue_objects(), &mut problems);
         let node_count: usize = classes.iter().map(|c| c.size).sum();
         let unschedulable: usize = classes.iter().filter(|c| c.cordoned).map(|c| c.size).sum();
-        json!({
+        let mut summary = json!({
             "source": self.source,
             "stale": self.stale.clone().unwrap_or_default(),
             "incomplete": self.incomplete.clone().unwrap_or_default(),
             "node_count": node_count,
             "unschedulable_nodes": unschedulable,
-            "node_classes": classes.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
-            "resources": resource_totals(&classes),
-            "offered_resources": offered_resources(&classes),
-            "mig_strategies": mig_strategies(&classes),
+            "node_classes": node_classes,
+            "resources": resource_totals(classes),
+            "offered_resources": offered_resources(classes),
+            "mig_strategies": mig_strategies(classes),
             "volcano_queues": self.volcano_queues.as_ref().map(|qs| queues(qs)),
             "kueue": kueue,
             "hypernodes": Value::Null,
@@ -146,8 +166,43 @@ impl Inventory {
             "storage_classes": self.storage_classes.as_deref().map(storage_classes),
             "priority_classes": priority_classes,
             "problems": problems,
-        })
+        });
+        if summary["node_classes"].is_null() {
+            // Not kept in a published view: its projections list the classes they need.
+            summary.as_object_mut().map(|s| s.remove("node_classes"));
+        }
+        summary
     }
+}
+
+/// What the summary's totals read of a class.
+pub(super) struct ClassFacts<'a> {
+    pub size: usize,
+    pub cordoned: bool,
+    pub allocatable: &'a BTreeMap<String, i64>,
+    pub mig_strategy: Option<&'a str>,
+}
+
+impl ClassFacts<'_> {
+    /// Extended resources (`vendor/name`) per node.
+    fn extended(&self) -> impl Iterator<Item = (&String, &i64)> {
+        self.allocatable.iter().filter(|(r, _)| r.contains('/'))
+    }
+}
+
+/// The facts of a table's classes.
+pub(super) fn table_facts(table: &ClassTable) -> Vec<ClassFacts<'_>> {
+    let mig = table.id_of(MIG_STRATEGY_LABEL);
+    table
+        .classes()
+        .enumerate()
+        .map(|(i, (key, size))| ClassFacts {
+            size,
+            cordoned: key.shape.cordoned,
+            allocatable: &key.shape.allocatable,
+            mig_strategy: mig.and_then(|mig| table.value_of(i, mig)),
+        })
+        .collect()
 }
 
 impl Inventory {
@@ -284,9 +339,13 @@ impl Class {
         .to_string()
     }
 
-    /// Extended resources (`vendor/name`) per node.
-    fn extended(&self) -> impl Iterator<Item = (&String, &i64)> {
-        self.allocatable.iter().filter(|(r, _)| r.contains('/'))
+    fn facts(&self) -> ClassFacts<'_> {
+        ClassFacts {
+            size: self.size,
+            cordoned: self.cordoned,
+            allocatable: &self.allocatable,
+            mig_strategy: self.labels.get(MIG_STRATEGY_LABEL).map(String::as_str),
+        }
     }
 
     fn to_json(&self) -> Value {
@@ -323,18 +382,18 @@ fn whole(q: &Quantity) -> Option<i64> {
 }
 
 /// The MIG strategies schedulable nodes report (label `nvidia.com/mig.strategy`), sorted.
-fn mig_strategies(classes: &[&Class]) -> Vec<String> {
+fn mig_strategies(classes: &[ClassFacts]) -> Vec<String> {
     let strategies: std::collections::BTreeSet<String> = classes
         .iter()
         .filter(|c| !c.cordoned && c.size > 0)
-        .filter_map(|c| c.labels.get(MIG_STRATEGY_LABEL).cloned())
+        .filter_map(|c| c.mig_strategy.map(str::to_string))
         .collect();
     strategies.into_iter().collect()
 }
 
 /// Extended resources some node offers, cordoned ones included (a pod may tolerate the
 /// cordon): resource -> true, so a policy tests one name in one lookup.
-fn offered_resources(classes: &[&Class]) -> Map<String, Value> {
+fn offered_resources(classes: &[ClassFacts]) -> Map<String, Value> {
     classes
         .iter()
         .filter(|c| c.size > 0)
@@ -346,7 +405,7 @@ fn offered_resources(classes: &[&Class]) -> Map<String, Value> {
 
 /// Per extended resource over schedulable (not cordoned) nodes: the largest per-node amount, the total,
 /// and how many nodes have any.
-fn resource_totals(classes: &[&Class]) -> Map<String, Value> {
+fn resource_totals(classes: &[ClassFacts]) -> Map<String, Value> {
     let mut totals: BTreeMap<&str, (i64, i64, usize)> = BTreeMap::new();
     for class in classes.iter().filter(|c| !c.cordoned) {
         let nodes = class.size;

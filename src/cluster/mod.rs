@@ -7,11 +7,13 @@
 //! [`watch`] (kept current from the API server by watches, for `serve`).
 
 pub mod cache;
+pub mod classes;
 pub mod discovery;
 pub mod handle;
 pub mod hypernodes;
 pub mod inventory;
 pub mod kueue;
+pub mod labels;
 pub mod nodes;
 pub mod objects;
 pub mod priority_classes;

@@ -5,13 +5,19 @@
 //! and managedFields the API server returns, is about 16 KiB of JSON and ~67 KiB once
 //! deserialised whole. The policies read only its labels, taints, schedulability and
 //! allocatable ([`Class`]): [`NodeFacts`] deserialises only those (serde skips the rest
-//! without allocating), and [`NodeIndex`] keeps, per node, its name and the key of its class;
-//! each class is kept once. A status update that changes none of that (the kubelet's
+//! without allocating), and [`NodeIndex`] keeps, per node, its name and its class; each class
+//! is kept once, as the ids of its labels (each key and value interned once for all classes,
+//! [`labels`](super::labels)) and a shape shared with the classes that differ only in labels
+//! ([`classes`](super::classes)): ~0.5 KiB a class of 53 labels, however finely topology
+//! labels split the nodes. A status update that changes none of that (the kubelet's
 //! heartbeat, new images, conditions) finds the node in the class it is already in, and
 //! [`NodeIndex::apply`] says nothing changed: no summary is built, nothing is published.
 //!
 //! Relists (a restarted watch, 410 Gone) are built aside ([`NodeIndex::begin_relist`]) and
 //! swapped in complete, so the last complete view keeps serving meanwhile.
+//!
+//! A node whose labels change on most of its updates (a value per heartbeat: each value a
+//! class, each change a new view) is named in the summary's `problems`.
 //!
 //! Past `max_bytes` (an estimate of what the index holds) new nodes are left out and
 //! counted: the inventory stops growing and says so ([`NodeIndex::incomplete`]), and the
@@ -27,7 +33,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
-use super::inventory::{Class, Inventory};
+use super::classes::{ClassKey, ClassTable, Shape, Shapes};
+use super::inventory::{table_facts, Class, Inventory};
+use super::labels::{new_bytes, Interner, Sym};
 use super::view::Hostnames;
 
 /// What the inventory reads of a Node, deserialised from the API server's JSON with
@@ -129,19 +137,24 @@ impl NodeFacts {
     }
 }
 
-/// One node: the key of its class and what could not be read of it.
+/// One node: its class and what could not be read of it.
 #[derive(Debug)]
 struct Member {
-    class: Arc<str>,
+    class: ClassKey,
     problems: Vec<String>,
+    /// Its last [`HISTORY`] updates, a bit each (newest lowest): set when the update changed
+    /// its labels.
+    relabels: u8,
+    /// Why its labels look like a value per update, when they do (said in `problems`).
+    flapping: Option<String>,
 }
 
-/// A class and the names of its nodes.
+/// A class's nodes.
 #[derive(Debug)]
 struct Group {
-    class: Class,
     names: BTreeSet<Arc<str>>,
-    /// Estimated bytes of the class itself (its names are counted per node).
+    /// Estimated bytes of the class itself (its names are counted per node, its strings and
+    /// shape by their tables).
     bytes: usize,
 }
 
@@ -151,21 +164,36 @@ struct Group {
 pub const MAX_CLASS_BYTES: usize = 64 << 10;
 
 /// Estimated bytes per node beyond its name: the map entries, the set entry, the Arcs, its
-/// entry in the published hostnames (calibrated on benches/inventory_scale.rs: RSS per node).
+/// entry in the published hostnames (calibrated on benches/inventory_labels.rs).
 const NODE_OVERHEAD: usize = 320;
+
+/// Estimated bytes per class beyond its 8 bytes a label: the slice's Arc, the group and its
+/// map entry, its entry in the published table (calibrated on benches/inventory_labels.rs).
+const CLASS_OVERHEAD: usize = 256;
+
+/// The updates of a node remembered to tell a label that changes on every update, and how
+/// many of them must have changed its labels.
+const HISTORY: u32 = 8;
+const FLAPPING_UPDATES: u32 = 4;
 
 /// The Nodes as classes, kept current event by event.
 #[derive(Debug)]
 pub struct NodeIndex {
     nodes: HashMap<Arc<str>, Member>,
-    groups: HashMap<Arc<str>, Group>,
+    groups: HashMap<ClassKey, Group>,
+    /// The classes' label keys and values, each once.
+    strings: Interner,
+    shapes: Shapes,
     /// A relist being built; swapped in when complete.
     relist: Option<Box<NodeIndex>>,
     /// Nodes left out because the index reached `max_bytes`.
     left_out: HashSet<Arc<str>>,
     /// Nodes left out because their class is over [`MAX_CLASS_BYTES`]: name → why.
     oversized: HashMap<Arc<str>, String>,
+    /// The nodes with problems or a flapping note: a summary walks these, not every node.
+    troubled: HashSet<Arc<str>>,
     max_bytes: usize,
+    /// Estimated bytes of the nodes and the classes (strings and shapes apart).
     bytes: usize,
 }
 
@@ -175,9 +203,12 @@ impl NodeIndex {
         NodeIndex {
             nodes: HashMap::new(),
             groups: HashMap::new(),
+            strings: Interner::default(),
+            shapes: Shapes::default(),
             relist: None,
             left_out: HashSet::new(),
             oversized: HashMap::new(),
+            troubled: HashSet::new(),
             max_bytes,
             bytes: 0,
         }
@@ -195,30 +226,50 @@ impl NodeIndex {
         };
         let mut problems = Vec::new();
         let class = Class::of(&node.to_node(), &mut problems);
-        let key = class.key();
-        if let Some(member) = self.nodes.get(name) {
-            if *member.class == *key && member.problems == problems {
-                return false;
+        let shape_key = Shape::key_of(&class);
+        let (relabels, flapping) = match self.nodes.get_mut(name) {
+            Some(member) => {
+                let changed = changed_label(&self.strings, &member.class.labels, &class);
+                let relabels = (member.relabels << 1) | u8::from(changed.is_some());
+                let flapping = flapping(name, relabels, changed, &member.flapping);
+                if changed.is_none()
+                    && member.class.shape.key() == shape_key
+                    && member.problems == problems
+                    && member.flapping == flapping
+                {
+                    member.relabels = relabels;
+                    return false;
+                }
+                (relabels, flapping)
             }
-        }
+            None => (0, None),
+        };
         let name: Arc<str> = Arc::from(name);
-        if key.len() > MAX_CLASS_BYTES {
+        let key_len = key_len(&class, &shape_key);
+        if key_len > MAX_CLASS_BYTES {
             let why = format!(
                 "node {name}: {} KiB of labels, taints and allocatable (over {} KiB); left out",
-                key.len() >> 10,
+                key_len >> 10,
                 MAX_CLASS_BYTES >> 10
             );
             let removed = self.remove(&name);
             return self.oversized.insert(name, why).is_none() || removed;
         }
         let was_oversized = self.oversized.remove(&name).is_some();
-        let cost = self.cost_of(&name, &key, &class);
+        let cost = member_bytes(&name, &problems) + self.class_cost(&class, &shape_key);
         let known = self.nodes.contains_key(&name);
-        if !known && self.bytes.saturating_add(cost) > self.max_bytes {
+        if !known && self.total_bytes().saturating_add(cost) > self.max_bytes {
             return self.left_out.insert(name) || was_oversized;
         }
         self.remove(&name);
-        self.insert(name, key, class, problems);
+        let class = self.class_of(&class, &shape_key);
+        let member = Member {
+            class,
+            problems,
+            relabels,
+            flapping,
+        };
+        self.insert(name, member);
         true
     }
 
@@ -254,37 +305,45 @@ impl NodeIndex {
         self.relist.is_some()
     }
 
-    /// The classes in a stable order (by key), and what could not be read of the nodes.
-    fn classes(&self) -> (Vec<(&Arc<str>, &Group)>, Vec<String>) {
-        let mut keyed: Vec<(&Arc<str>, &Group)> = self.groups.iter().collect();
-        keyed.sort_by(|a, b| a.0.cmp(b.0));
+    /// The classes, and what could not be read of the nodes. The classes' order is the map's:
+    /// nothing a policy reads depends on it (projections order their merged classes by their
+    /// JSON), and sorting 25,000 classes was a third of a publish.
+    fn classes(&self) -> (Vec<(&ClassKey, &Group)>, Vec<String>) {
+        let keyed: Vec<(&ClassKey, &Group)> = self.groups.iter().collect();
         let mut problems: Vec<String> = self
-            .nodes
-            .values()
-            .flat_map(|m| m.problems.iter().cloned())
+            .troubled
+            .iter()
+            .filter_map(|name| self.nodes.get(name))
+            .flat_map(|m| m.problems.iter().chain(&m.flapping).cloned())
             .chain(self.oversized.values().cloned())
             .collect();
         problems.sort();
         (keyed, problems)
     }
 
-    /// `data.cluster`: the summary of these nodes with `rest` (queues, StorageClasses,
-    /// staleness; its `nodes` are not read), noting the nodes left out.
-    pub fn summary(&self, rest: Inventory) -> (serde_json::Value, Hostnames) {
+    /// `data.cluster` as a published view holds it: the summary of these nodes with `rest`
+    /// (queues, StorageClasses, staleness; its `nodes` are not read), noting the nodes left
+    /// out, and the classes as a [`ClassTable`] sharing the index's ids and strings.
+    pub fn summary(&self, rest: Inventory) -> (serde_json::Value, ClassTable) {
         let (groups, problems) = self.classes();
         let inventory = Inventory {
             incomplete: self.incomplete(),
             ..rest
         };
-        // Names stay out of the summary: the projections look them up here, sharing the
-        // index's strings (16 bytes a node, not a JSON string each).
+        // Names stay out of the summary: the projections look them up in the table, sharing
+        // the index's strings (16 bytes a node, not a JSON string each).
         let mut hostnames = Hostnames::with_capacity(self.nodes.len());
         for (i, (_, group)) in groups.iter().enumerate() {
             hostnames.extend(group.names.iter().map(|n| (n.clone(), i)));
         }
-        let mut summary = inventory.summary_of(groups.iter().map(|(_, g)| &g.class), problems);
-        inventory.add_hypernodes(&mut summary, &hostnames);
-        (summary, hostnames)
+        let classes = groups
+            .iter()
+            .map(|(key, group)| ((*key).clone(), group.names.len()))
+            .collect();
+        let table = ClassTable::new(self.strings.strings(), classes, hostnames);
+        let mut summary = inventory.summary_of(&table_facts(&table), None, problems);
+        inventory.add_hypernodes(&mut summary, &table);
+        (summary, table)
     }
 
     /// Why the view leaves nodes out, if it does.
@@ -305,47 +364,77 @@ impl NodeIndex {
             nodes: self.nodes.len(),
             classes: self.groups.len(),
             left_out: self.left_out.len(),
-            bytes: self.bytes,
+            bytes: self.total_bytes(),
         }
     }
 
-    fn cost_of(&self, name: &str, key: &str, class: &Class) -> usize {
-        let node = member_bytes(name, &[]);
-        if self.groups.contains_key(key) {
-            node
-        } else {
-            node + class_bytes(key, class)
-        }
+    /// Estimated bytes held: nodes, classes, their strings and shapes.
+    fn total_bytes(&self) -> usize {
+        self.bytes + self.strings.bytes() + self.shapes.bytes()
     }
 
-    fn insert(&mut self, name: Arc<str>, key: String, class: Class, problems: Vec<String>) {
-        let key: Arc<str> = match self.groups.get_key_value(key.as_str()) {
-            Some((k, _)) => k.clone(),
-            None => {
-                let bytes = class_bytes(&key, &class);
-                self.bytes += bytes;
-                let key: Arc<str> = Arc::from(key);
-                let group = Group {
-                    class,
-                    names: BTreeSet::new(),
-                    bytes,
-                };
-                self.groups.insert(key.clone(), group);
-                key
-            }
+    /// The class `class` (with shape key `shape_key`) is, if the index has it.
+    fn existing(&self, class: &Class, shape_key: &str) -> Option<ClassKey> {
+        let shape = self.shapes.get(shape_key)?.clone();
+        let ids: Option<Vec<(Sym, Sym)>> = class
+            .labels
+            .iter()
+            .map(|(k, v)| Some((self.strings.get(k)?, self.strings.get(v)?)))
+            .collect();
+        let key = ClassKey {
+            labels: ids?.into(),
+            shape,
         };
-        if let Some(group) = self.groups.get_mut(&key) {
-            group.names.insert(name.clone());
-            group.class.size = group.names.len();
+        self.groups.get_key_value(&key).map(|(k, _)| k.clone())
+    }
+
+    /// What `class` would add to the index: nothing if it has it, else the class, its new
+    /// strings and its new shape.
+    fn class_cost(&self, class: &Class, shape_key: &str) -> usize {
+        if self.existing(class, shape_key).is_some() {
+            return 0;
         }
-        self.bytes += member_bytes(&name, &problems);
-        self.nodes.insert(
-            name,
-            Member {
-                class: key,
-                problems,
-            },
-        );
+        let labels = class.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let shape = match self.shapes.get(shape_key) {
+            Some(_) => 0,
+            None => 4 * shape_key.len() + 512,
+        };
+        class_bytes(class.labels.len()) + new_bytes(&self.strings, labels) + shape
+    }
+
+    /// The class `class` is, added (its strings and shape held) if new.
+    fn class_of(&mut self, class: &Class, shape_key: &str) -> ClassKey {
+        if let Some(key) = self.existing(class, shape_key) {
+            return key;
+        }
+        let labels = class
+            .labels
+            .iter()
+            .map(|(k, v)| (self.strings.intern(k), self.strings.intern(v)))
+            .collect();
+        let key = ClassKey {
+            labels,
+            shape: self.shapes.intern(class, shape_key),
+        };
+        let bytes = class_bytes(key.labels.len());
+        self.bytes += bytes;
+        let group = Group {
+            names: BTreeSet::new(),
+            bytes,
+        };
+        self.groups.insert(key.clone(), group);
+        key
+    }
+
+    fn insert(&mut self, name: Arc<str>, member: Member) {
+        if let Some(group) = self.groups.get_mut(&member.class) {
+            group.names.insert(name.clone());
+        }
+        self.bytes += member_bytes(&name, &member.problems);
+        if !member.problems.is_empty() || member.flapping.is_some() {
+            self.troubled.insert(name.clone());
+        }
+        self.nodes.insert(name, member);
     }
 
     /// Takes `name` out of the index (and its class, when it was the last of it).
@@ -353,18 +442,77 @@ impl NodeIndex {
         let Some((name, member)) = self.nodes.remove_entry(name) else {
             return false;
         };
+        self.troubled.remove(&name);
         self.bytes = self
             .bytes
             .saturating_sub(member_bytes(&name, &member.problems));
-        if let Some(group) = self.groups.get_mut(&member.class) {
-            group.names.remove(&name);
-            group.class.size = group.names.len();
-            if group.names.is_empty() {
-                self.bytes = self.bytes.saturating_sub(group.bytes);
-                self.groups.remove(&member.class);
+        let Some(group) = self.groups.get_mut(&member.class) else {
+            return true;
+        };
+        group.names.remove(&name);
+        if group.names.is_empty() {
+            self.bytes = self.bytes.saturating_sub(group.bytes);
+            self.groups.remove(&member.class);
+            for &(k, v) in member.class.labels.iter() {
+                self.strings.release(k);
+                self.strings.release(v);
             }
+            self.shapes.release(&member.class.shape);
         }
         true
+    }
+}
+
+/// The length of `class`'s key (its labels, taints and allocatable as JSON), or less when that
+/// is far below [`MAX_CLASS_BYTES`]: the JSON is written only for a class that may be over it
+/// (each label is its text plus 6 bytes of JSON, and escaping at most sextuples a byte).
+fn key_len(class: &Class, shape_key: &str) -> usize {
+    let labels: usize = class
+        .labels
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum();
+    if 6 * (labels + shape_key.len()) <= MAX_CLASS_BYTES {
+        return labels + shape_key.len();
+    }
+    class.key().len()
+}
+
+/// The first label key whose value `class` has otherwise than `ids` (`None`: the same labels).
+fn changed_label<'a>(
+    strings: &'a Interner,
+    ids: &[(Sym, Sym)],
+    class: &'a Class,
+) -> Option<&'a str> {
+    let mut held = ids.iter().map(|&(k, v)| (strings.text(k), strings.text(v)));
+    let mut now = class.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    loop {
+        match (held.next(), now.next()) {
+            (None, None) => return None,
+            (Some(a), Some(b)) if a == b => continue,
+            (Some((a, _)), Some((b, _))) => return Some(a.min(b)),
+            (Some((k, _)), None) | (None, Some((k, _))) => return Some(k),
+        }
+    }
+}
+
+/// Why `name`'s labels look like a value per update, when `relabels` (its last updates, this
+/// one lowest) say so: `changed` names the label that changed now, else the note stays.
+fn flapping(
+    name: &str,
+    relabels: u8,
+    changed: Option<&str>,
+    said: &Option<String>,
+) -> Option<String> {
+    let count = relabels.count_ones();
+    if count < FLAPPING_UPDATES {
+        return None;
+    }
+    match changed {
+        Some(label) => Some(format!(
+            "node {name}: its labels changed on {count} of its last {HISTORY} updates (label {label} last): each value is a node class and each change a new view; a label that changes this often belongs to the node, not its class"
+        )),
+        None => said.clone(),
     }
 }
 
@@ -374,16 +522,9 @@ fn member_bytes(name: &str, problems: &[String]) -> usize {
     name.len() * 2 + NODE_OVERHEAD + problems.iter().map(String::len).sum::<usize>()
 }
 
-/// Estimated bytes of a class: its key, its labels, taints and allocatable, map overhead.
-fn class_bytes(key: &str, class: &Class) -> usize {
-    let labels: usize = class
-        .labels
-        .iter()
-        .map(|(k, v)| k.len() + v.len() + 96)
-        .sum();
-    let allocatable: usize = class.allocatable.keys().map(|k| k.len() + 64).sum();
-    // Twice: the index's copy and the published summary's.
-    2 * (key.len() + labels + allocatable + class.taints.len() * 128 + 256)
+/// Estimated bytes of a class of `labels` labels (its strings counted by the interner).
+fn class_bytes(labels: usize) -> usize {
+    labels * std::mem::size_of::<(Sym, Sym)>() + CLASS_OVERHEAD
 }
 
 /// What a [`NodeIndex`] holds, for `/metrics`.
@@ -445,7 +586,7 @@ mod tests {
         assert!(index.apply(&node("a", "7", json!({}))));
         let s = summary(&index);
         assert_eq!(s["node_count"], 2);
-        assert_eq!(s["node_classes"].as_array().map(Vec::len), Some(2));
+        assert_eq!(index.sizes().classes, 2);
         assert_eq!(s["resources"]["nvidia.com/gpu"]["total"], 15);
         assert!(index.delete("a"));
         assert!(!index.delete("a"));
@@ -468,12 +609,25 @@ mod tests {
             nodes: nodes.iter().map(NodeFacts::to_node).collect(),
             ..Default::default()
         };
-        let mut listed = listed.summary();
-        for class in listed["node_classes"].as_array_mut().into_iter().flatten() {
-            class.as_object_mut().map(|c| c.remove("names"));
-        }
-        assert_eq!(summary(&index), listed, "the same, but for the names");
-        let (_, hostnames) = index.summary(Inventory::default());
+        let (listed, listed_table) = listed.published();
+        let (indexed, table) = index.summary(Inventory::default());
+        assert_eq!(indexed, listed, "the same summary");
+        let classes = |t: &ClassTable| {
+            let mut all: Vec<_> = (0..t.len())
+                .filter_map(|i| {
+                    let labels: Vec<(String, String)> = t
+                        .labels(i)
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    let (key, size) = t.class(i)?;
+                    Some((labels, key.shape.key().to_string(), size))
+                })
+                .collect();
+            all.sort();
+            all
+        };
+        assert_eq!(classes(&table), classes(&listed_table), "the same classes");
+        let hostnames = table.hostnames();
         assert_eq!(hostnames.len(), 3);
         assert_ne!(hostnames.get("a"), hostnames.get("b"), "b is cordoned");
     }
@@ -492,9 +646,10 @@ mod tests {
             "the last complete view serves"
         );
         assert!(index.end_relist());
-        let (s, hostnames) = index.summary(Inventory::default());
+        let (s, table) = index.summary(Inventory::default());
         assert_eq!(s["node_count"], 1, "a and b were not listed again: gone");
-        assert_eq!(hostnames.keys().map(|n| &**n).collect::<Vec<_>>(), ["c"]);
+        let names: Vec<&str> = table.hostnames().keys().map(|n| &**n).collect();
+        assert_eq!(names, ["c"]);
     }
 
     #[test]
@@ -559,5 +714,128 @@ mod tests {
         assert!(problems[0].starts_with("node bad: allocatable nvidia.com/gpu"));
         assert!(index.delete("bad"));
         assert_eq!(summary(&index)["problems"], json!([]));
+    }
+
+    /// Node `name` with extra labels `labels`.
+    fn labelled(name: &str, labels: &[(String, String)]) -> NodeFacts {
+        let mut n = node(name, "8", json!({}));
+        if let Some(map) = n.metadata.labels.as_mut() {
+            map.extend(labels.iter().cloned());
+        }
+        n
+    }
+
+    fn problems(index: &NodeIndex) -> Vec<String> {
+        let s = summary(index);
+        let list = s["problems"].as_array().cloned().unwrap_or_default();
+        list.iter()
+            .filter_map(|p| p.as_str().map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn a_value_shared_by_every_node_is_kept_once_whatever_the_classes() {
+        let shared = ("example.com/image".to_string(), "x".repeat(63));
+        let mut index = NodeIndex::new(usize::MAX);
+        for i in 0..1_000 {
+            let own = ("example.com/rack".to_string(), format!("rack-{i}"));
+            index.apply(&labelled(&format!("n{i}"), &[shared.clone(), own]));
+        }
+        assert_eq!(index.sizes().classes, 1_000, "a class per node");
+        // Keys: pool, image, rack; values: p1, the image, 1,000 racks.
+        assert_eq!(index.strings.len(), 3 + 2 + 1_000);
+        let table = index.summary(Inventory::default()).1;
+        let image = (0..table.len()).filter_map(|i| table.label(i, "example.com/image"));
+        assert!(image.clone().all(|v| v == shared.1) && image.count() == 1_000);
+        // Every class gone, every string and shape gone.
+        for i in 0..1_000 {
+            index.delete(&format!("n{i}"));
+        }
+        assert_eq!((index.strings.len(), index.strings.bytes()), (0, 0));
+        assert_eq!(index.sizes().bytes, 0);
+    }
+
+    #[test]
+    fn a_label_changing_on_every_update_is_named_and_grows_nothing() {
+        let mut index = NodeIndex::new(usize::MAX);
+        index.apply(&labelled("steady", &[]));
+        let beat = |i: usize| labelled("a", &[("example.com/build".into(), format!("b{i:03}"))]);
+        assert!(index.apply(&beat(0)));
+        let held = (index.strings.len(), index.sizes().bytes);
+        for i in 1..100 {
+            assert!(index.apply(&beat(i)), "a new value is a new class");
+        }
+        assert_eq!(
+            (index.strings.len(), index.sizes().bytes),
+            held,
+            "old values freed"
+        );
+        assert_eq!(index.sizes().classes, 2);
+        let said = problems(&index);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with(
+                "node a: its labels changed on 8 of its last 8 updates (label example.com/build last)"
+            ),
+            "{said:?}"
+        );
+        // Once it stops changing, the note goes with the changes it counted.
+        let quiet = (0..8).map(|_| index.apply(&beat(99))).collect::<Vec<_>>();
+        assert_eq!(
+            quiet.iter().filter(|&&c| c).count(),
+            1,
+            "said once, gone once"
+        );
+        assert!(problems(&index).is_empty());
+        // A relabel once per node (a rolling upgrade) is not a value per update.
+        index.apply(&labelled("steady", &[("k".into(), "v".into())]));
+        assert!(problems(&index).is_empty());
+    }
+
+    #[test]
+    fn nodes_of_500_labels_each_a_class_stop_at_the_bound_and_say_so() {
+        let labels = |i: usize| -> Vec<(String, String)> {
+            (0..500)
+                .map(|l| (format!("example.com/feature-{l}"), format!("{i:05}{l:058}")))
+                .collect()
+        };
+        let bound = 4 << 20;
+        let mut index = NodeIndex::new(bound);
+        for i in 0..400 {
+            index.apply(&labelled(&format!("n{i}"), &labels(i)));
+        }
+        let sizes = index.sizes();
+        assert!(sizes.nodes > 0 && sizes.left_out > 0, "{sizes:?}");
+        assert_eq!(sizes.nodes + sizes.left_out, 400);
+        assert!(sizes.bytes <= bound, "{sizes:?}");
+        let why = index.incomplete().expect("says so");
+        assert!(
+            why.contains(&format!("leaves {} of 400 nodes out", sizes.left_out)),
+            "{why}"
+        );
+        // The 500 keys are held once, not once per class; the values once each.
+        assert_eq!(index.strings.len(), 501 + 1 + 500 * sizes.nodes);
+    }
+
+    #[test]
+    fn a_table_gives_each_class_its_labels_and_each_node_its_class() {
+        let mut index = NodeIndex::new(usize::MAX);
+        let rack = |r: &str| vec![("example.com/rack".to_string(), r.to_string())];
+        index.apply(&labelled("a", &rack("r0")));
+        index.apply(&labelled("b", &rack("r1")));
+        index.apply(&labelled("c", &rack("r1")));
+        let (_, table) = index.summary(Inventory::default());
+        assert_eq!(table.len(), 2);
+        let class_of = |n: &str| table.hostnames().get(n).copied();
+        assert_eq!(class_of("b"), class_of("c"));
+        let b = class_of("b").unwrap_or(usize::MAX);
+        assert_eq!(table.label(b, "example.com/rack"), Some("r1"));
+        assert_eq!(table.class(b).map(|(_, size)| size), Some(2));
+        let labels: Vec<(&str, &str)> = table.labels(b).collect();
+        assert_eq!(
+            labels,
+            [("example.com/rack", "r1"), ("pool", "p1")],
+            "sorted by key"
+        );
     }
 }

@@ -14,6 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::classes::{ClassTable, Shape};
+use super::labels::Sym;
+
 use regorus::Value as RegoValue;
 use serde_json::{json, Map, Value};
 
@@ -33,29 +36,16 @@ const SHARING_LABELS: [&str; 4] = [
 /// slicing without renaming).
 const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 
-/// Whether a projection keeps label `k` (with value `v`) though no nodeSelector names it.
-fn always_kept(k: &str, v: &Value) -> bool {
+/// Whether a projection keeps label `k`, whatever its value, though no nodeSelector names
+/// it (the GPU product is kept by value: see [`Kept`]).
+fn always_kept_key(k: &str) -> bool {
     SHARING_LABELS.contains(&k)
         || (k.starts_with("nvidia.com/mig-")
             && (k.ends_with(".replicas") || k.ends_with(".sharing-strategy")))
-        || (k == PRODUCT_LABEL && v.as_str().is_some_and(|p| p.ends_with("-SHARED")))
 }
 
 /// Node name → the index of its class in the summary's `node_classes`.
 pub type Hostnames = HashMap<Arc<str>, usize>;
-
-/// The hostnames of a summary that lists its classes' `names` (a snapshot's).
-pub fn hostnames_of(summary: &Value) -> Hostnames {
-    let classes = summary["node_classes"].as_array().map(Vec::as_slice);
-    let mut out = Hostnames::new();
-    for (i, class) in classes.unwrap_or_default().iter().enumerate() {
-        let names = class["names"].as_array().map(Vec::as_slice);
-        for name in names.unwrap_or_default().iter().filter_map(Value::as_str) {
-            out.insert(Arc::from(name), i);
-        }
-    }
-    out
-}
 
 /// What a request's nodeSelectors look at: the label keys, and the hostnames they name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -125,26 +115,22 @@ pub(super) fn field<'a>(v: &'a RegoValue, name: &str) -> Option<&'a RegoValue> {
     v.as_object().ok()?.get(&RegoValue::from(name))
 }
 
-/// `summary` with its node classes merged as `p` sees them (and without node names);
-/// `hostnames` says which class each node is in.
-pub fn project(summary: &Value, p: &Projection, hostnames: &Hostnames) -> Value {
+/// `summary` with the node classes of `table` merged as `p` sees them (and without node
+/// names), in `node_classes` and in each HyperNode's.
+pub fn project(summary: &Value, p: &Projection, table: &ClassTable) -> Value {
     let mut picked: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
     for host in &p.hostnames {
-        if let Some(&i) = hostnames.get(host.as_str()) {
+        if let Some(&i) = table.hostnames().get(host.as_str()) {
             picked.entry(i).or_default().push(host);
         }
     }
-    let classes = summary["node_classes"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
     let mut members = Members::new();
-    for (i, class) in classes.iter().enumerate() {
+    for (i, (_, size)) in table.classes().enumerate() {
         let hosts = picked.remove(&i).unwrap_or_default();
-        let size = class["size"].as_u64().unwrap_or(0) as usize;
         let rest = size.saturating_sub(hosts.len());
         members.insert(i, (hosts, rest));
     }
+    let keep = Kept::of(table, p);
     let mut out = Map::new();
     for (k, v) in summary.as_object().into_iter().flatten() {
         if k != "node_classes" && k != "hypernodes" {
@@ -153,22 +139,50 @@ pub fn project(summary: &Value, p: &Projection, hostnames: &Hostnames) -> Value 
     }
     out.insert(
         "node_classes".into(),
-        Value::Array(merged(classes, members, p)),
+        Value::Array(merged(table, members, &keep)),
     );
     out.insert(
         "hypernodes".into(),
-        project_hypernodes(&summary["hypernodes"], classes, p, hostnames),
+        project_hypernodes(&summary["hypernodes"], table, p, &keep),
     );
     Value::Object(out)
+}
+
+/// Which labels a projection keeps, told once per distinct string rather than per class.
+struct Kept {
+    /// By key id: kept whatever its value.
+    keys: Vec<bool>,
+    /// The id of `nvidia.com/gpu.product`, kept when its value says shared.
+    product: Option<Sym>,
+}
+
+impl Kept {
+    fn of(table: &ClassTable, p: &Projection) -> Kept {
+        let strings = table.strings();
+        let keys = strings
+            .iter()
+            .map(|k| p.keys.contains(&**k) || always_kept_key(k))
+            .collect();
+        let product = strings.iter().position(|k| &**k == PRODUCT_LABEL);
+        Kept {
+            keys,
+            product: product.and_then(|i| Sym::try_from(i).ok()),
+        }
+    }
+
+    fn keeps(&self, table: &ClassTable, (k, v): (Sym, Sym)) -> bool {
+        self.keys.get(k as usize).copied().unwrap_or(false)
+            || (Some(k) == self.product && table.text(v).ends_with("-SHARED"))
+    }
 }
 
 /// Each HyperNode with its nodes as merged classes (`node_classes`, as `project` merges the
 /// cluster's) and their count (`node_count`) in place of their names; `null` stays `null`.
 fn project_hypernodes(
     hypernodes: &Value,
-    classes: &[Value],
+    table: &ClassTable,
     p: &Projection,
-    hostnames: &Hostnames,
+    keep: &Kept,
 ) -> Value {
     let Some(hypernodes) = hypernodes.as_object() else {
         return Value::Null;
@@ -183,7 +197,7 @@ fn project_hypernodes(
             .map(Vec::as_slice)
             .unwrap_or_default();
         for node in names.iter().filter_map(Value::as_str) {
-            let Some(&i) = hostnames.get(node) else {
+            let Some(&i) = table.hostnames().get(node) else {
                 continue;
             };
             let entry = by_class.entry(i).or_default();
@@ -199,7 +213,7 @@ fn project_hypernodes(
                 "tier": hn["tier"],
                 "tier_name": hn["tier_name"],
                 "node_count": names.len(),
-                "node_classes": merged(classes, by_class, p),
+                "node_classes": merged(table, by_class, keep),
             }),
         );
     }
@@ -209,48 +223,61 @@ fn project_hypernodes(
 /// Per class index: the nodes in it that a selector names, and how many others.
 type Members<'a> = BTreeMap<usize, (Vec<&'a str>, usize)>;
 
-/// The classes of `members`, merged as `p` sees them: a named node alone, the rest together.
-fn merged(classes: &[Value], members: Members, p: &Projection) -> Vec<Value> {
-    let mut merged: BTreeMap<String, Value> = BTreeMap::new();
+/// Nodes that look alike to a projection: the labels it keeps (ids), the one named node if
+/// any, the shape.
+type Merge<'a> = (Vec<(Sym, Sym)>, Option<&'a str>, *const Shape);
+
+/// The classes of `members`, merged as `keep` sees them: a named node alone, the rest
+/// together. Classes are grouped by ids first (no JSON per class), then each group rendered
+/// once; groups whose JSON is the same merge, in the order of their JSON.
+fn merged(table: &ClassTable, members: Members, keep: &Kept) -> Vec<Value> {
+    let mut groups: HashMap<Merge, (Arc<Shape>, usize)> = HashMap::new();
     for (i, (picked, rest)) in members {
-        let Some(class) = classes.get(i) else {
+        let Some((class, _)) = table.class(i) else {
             continue;
         };
-        for host in picked {
-            add(&mut merged, class, p, Some(host), 1);
+        let kept: Vec<(Sym, Sym)> = class
+            .labels
+            .iter()
+            .copied()
+            .filter(|&l| keep.keeps(table, l))
+            .collect();
+        let shape = Arc::as_ptr(&class.shape);
+        let sizes = picked.into_iter().map(|h| (Some(h), 1));
+        for (host, size) in sizes.chain((rest > 0).then_some((None, rest))) {
+            let entry = groups
+                .entry((kept.clone(), host, shape))
+                .or_insert_with(|| (class.shape.clone(), 0));
+            entry.1 += size;
         }
-        if rest > 0 {
-            add(&mut merged, class, p, None, rest);
+    }
+    let mut merged: BTreeMap<String, Value> = BTreeMap::new();
+    for ((labels, host, _), (shape, size)) in groups {
+        let mut labels: Map<String, Value> = labels
+            .iter()
+            .map(|&(k, v)| (table.text(k).to_string(), Value::from(table.text(v))))
+            .collect();
+        if let Some(host) = host {
+            labels.insert(HOSTNAME.to_string(), Value::from(host));
         }
+        add(&mut merged, labels, &shape, size);
     }
     merged.into_values().collect()
 }
 
-/// Adds `size` nodes of `class` (one named `host`, if given) to the merged classes.
+/// Adds `size` nodes with `labels` and `shape` to the merged classes.
 fn add(
     merged: &mut BTreeMap<String, Value>,
-    class: &Value,
-    p: &Projection,
-    host: Option<&str>,
+    labels: Map<String, Value>,
+    shape: &Shape,
     size: usize,
 ) {
-    let mut labels: Map<String, Value> = class["labels"]
-        .as_object()
-        .map(|l| {
-            l.iter()
-                .filter(|(k, v)| p.keys.contains(*k) || always_kept(k, v))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(host) = host {
-        labels.insert(HOSTNAME.to_string(), Value::from(host));
-    }
-    let preferred = &class["preferred_taints"];
-    let key = json!([labels, class["taints"], class["allocatable"], preferred]).to_string();
+    let preferred = &shape.preferred_taints;
+    let allocatable = &shape.allocatable_json;
+    let key = json!([labels, shape.taints, allocatable, preferred]).to_string();
     let entry = merged.entry(key).or_insert_with(|| {
         let mut doc = json!({
-            "size": 0, "labels": labels, "taints": class["taints"], "allocatable": class["allocatable"],
+            "size": 0, "labels": labels, "taints": shape.taints, "allocatable": allocatable,
             "max_cpu_millis": 0, "max_memory_bytes": 0,
         });
         if !preferred.is_null() {
@@ -267,18 +294,8 @@ fn add(
         });
     };
     grow(entry, "size", i64::try_from(size).unwrap_or(i64::MAX), true);
-    grow(
-        entry,
-        "max_cpu_millis",
-        class["max_cpu_millis"].as_i64().unwrap_or(0),
-        false,
-    );
-    grow(
-        entry,
-        "max_memory_bytes",
-        class["max_memory_bytes"].as_i64().unwrap_or(0),
-        false,
-    );
+    grow(entry, "max_cpu_millis", shape.amount("cpu"), false);
+    grow(entry, "max_memory_bytes", shape.amount("memory"), false);
 }
 
 #[cfg(test)]

@@ -161,3 +161,50 @@ pub fn network_policy(i: usize, namespaces: usize) -> Value {
         },
     })
 }
+
+/// The four zones of the label-cardinality fixture (issue 44), with their EC2 zone ids.
+const FOUR_ZONES: [(&str, &str); 4] = [
+    ("us-east-1a", "use1-az4"),
+    ("us-east-1b", "use1-az6"),
+    ("us-east-1c", "use1-az1"),
+    ("us-east-1d", "use1-az2"),
+];
+
+/// Node `i` of one node group spread over four zones (node `i` in zone `i % 4`) with an EC2
+/// layer-3 network node per `4 × per_class` consecutive nodes: a node class per `per_class`
+/// nodes (1: every node a class of its own). The shape of the clusters of issue 44, whose
+/// network-topology labels group GPU nodes far more finely than [`node`]'s.
+pub fn node_grained(template: &Value, i: usize, per_class: usize) -> Value {
+    let mut n = node(template, i);
+    let (zone, zone_id) = FOUR_ZONES[i % 4];
+    let span = 4 * per_class.max(1);
+    let labels = &mut n["metadata"]["labels"];
+    labels["topology.kubernetes.io/zone"] = json!(zone);
+    labels["failure-domain.beta.kubernetes.io/zone"] = json!(zone);
+    labels["topology.k8s.aws/zone-id"] = json!(zone_id);
+    labels["eks.amazonaws.com/nodegroup"] = json!("gpu-p5");
+    // Layers 1 and 2 stay coarser than layer 3, as the switches above it are.
+    for (layer, per) in [(1, span.max(4_096)), (2, span.max(512)), (3, span)] {
+        let key = format!("topology.k8s.aws/network-node-layer-{layer}");
+        labels[key.as_str()] = json!(format!(
+            "nn-{:017x}",
+            0x1a2b_0000_0000_u64 * layer + (i / per) as u64
+        ));
+    }
+    n
+}
+
+/// The NFD label a rolling kernel upgrade changes on every node, one after another.
+pub const KERNEL_LABEL: &str = "feature.node.kubernetes.io/kernel-version.full";
+
+/// Resident set size of this process, MiB (Linux; 0 elsewhere): what the offline inventory
+/// benches that include this file by path read between their phases.
+pub fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
