@@ -303,22 +303,30 @@ mod tests {
     use super::*;
     use crate::policy::to_rego::to_rego;
 
-    /// Two classes that differ only by `pool`, the label of Kueue's flavors.
-    fn summary() -> Value {
-        let class = |pool: &str| json!({"size": 1, "labels": {"pool": pool}, "taints": [], "allocatable": {"nvidia.com/gpu": 8}});
-        json!({
-            "node_classes": [class("a100"), class("h100")],
-            "hypernodes": null,
-            "kueue": {"flavors": {"a100": {"node_labels": {"pool": "a100"}}}},
-        })
+    /// Two nodes that differ only by `pool`, the label of Kueue's flavor `a100`.
+    fn published() -> (Value, ClassTable) {
+        let node = |name: &str, pool: &str| {
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"pool": pool}},
+                "status": {"allocatable": {"nvidia.com/gpu": "8"}}})
+        };
+        let flavor = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+            "metadata": {"name": "a100"}, "spec": {"nodeLabels": {"pool": "a100"}}});
+        // Kueue is known to the inventory once its ClusterQueues are listed.
+        let queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "gpus"}, "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}});
+        let items = vec![node("n1", "a100"), node("n2", "h100"), flavor, queue];
+        let inventory = crate::cluster::snapshot::from_items(items, "test").expect("inventory");
+        inventory.published()
     }
 
     fn classes_seen(labels: Value) -> usize {
         let input =
             to_rego(&json!({"object": {"metadata": {"labels": labels}}, "job": {"replicas": []}}));
-        let summary = summary();
+        let (summary, table) = published();
         let p = Projection::of(&input).with_flavor_labels(&input, &summary);
-        let projected = project(&summary, &p, &Hostnames::new());
+        let projected = project(&summary, &p, &table);
         projected["node_classes"].as_array().map_or(0, Vec::len)
     }
 
