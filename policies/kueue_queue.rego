@@ -181,9 +181,8 @@ violation contains {"path": path, "msg": msg} if {
 # What the queue can ever reserve of `name` in each of `flavors`, and why.
 reach_words(name, names) := concat(", ", [sprintf("flavor %q: %s", [f, reach(name, cluster_queue.resources[name].flavors[f])]) | some f in names])
 
-reach(name, q) := "unbounded" if {
-	not is_number(q.can_reserve)
-} else := lib.amount(name, q.can_reserve) if {
+# A flavor that can reserve without bound never appears here: it would take the pod set.
+reach(name, q) := lib.amount(name, q.can_reserve) if {
 	cluster_queue.cohort == ""
 } else := sprintf("%s (nominal %s, borrowing limit %s, cohort %q)", [lib.amount(name, q.can_reserve), amount_or_none(name, q.nominal), amount_or_none(name, q.borrowing_limit), cluster_queue.cohort])
 
