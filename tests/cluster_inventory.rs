@@ -318,7 +318,7 @@ fn snapshot_errors_name_the_file_and_the_item() {
 fn a_snapshot_of_kueues_kinds_is_read_and_its_other_kinds_passed_over() {
     let inv = snapshot::read(&repo().join("policies/tests/clusters/kueue-cluster.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(inv.kueue_flavors.as_ref().map(Vec::len), Some(5));
+    assert_eq!(inv.kueue_flavors.as_ref().map(Vec::len), Some(6));
     assert_eq!(inv.kueue_cohorts.as_ref().map(Vec::len), Some(4));
     let summary = inv.summary();
     let small = &summary["kueue"]["cluster_queues"]["small"];
