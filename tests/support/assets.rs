@@ -127,17 +127,34 @@ fn missing_binary(dir: &Path) -> Option<&'static str> {
 
 /// The complete version directory with the highest version (`v1.36.2` > `v1.9.0`).
 fn newest_complete(cache: &Path) -> Option<PathBuf> {
+    newest_versioned(cache, "", |dir| missing_binary(dir).is_none())
+}
+
+/// The directory of `cache` named `<prefix>v<version>` with the highest version among those
+/// `complete` accepts (`volcano-v1.16.0-alpha.1` sorts as `[1, 16, 0]`: a pre-release with
+/// its release). Shared by every suite that finds its assets in the machine's cache.
+pub fn newest_versioned(
+    cache: &Path,
+    prefix: &str,
+    complete: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
     let entries = std::fs::read_dir(cache).ok()?;
     entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.is_dir() && missing_binary(p).is_none())
-        .filter_map(|p| Some((version_key(p.file_name()?.to_str()?)?, p)))
+        .filter(|p| p.is_dir() && complete(p))
+        .filter_map(|p| Some((version_key(p.file_name()?.to_str()?, prefix)?, p)))
         .max_by(|a, b| a.0.cmp(&b.0))
         .map(|(_, p)| p)
 }
 
-fn version_key(name: &str) -> Option<Vec<u64>> {
-    let digits = name.strip_prefix('v')?;
-    digits.split('.').map(|n| n.parse().ok()).collect()
+fn version_key(name: &str, prefix: &str) -> Option<Vec<u64>> {
+    let version = name.strip_prefix(prefix)?.strip_prefix('v')?;
+    let core = version.split('-').next()?;
+    core.split('.').map(|n| n.parse().ok()).collect()
+}
+
+/// `~/.cache/kube-test-assets`, where `../shared/tools` builds every suite's binaries.
+pub fn cache() -> Option<PathBuf> {
+    default_cache()
 }

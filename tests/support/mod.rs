@@ -22,6 +22,7 @@ pub mod harness;
 pub mod held_registry;
 pub mod install;
 pub mod jobs;
+pub mod kueue;
 pub mod nodes;
 pub mod process;
 pub mod python_image;

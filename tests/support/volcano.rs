@@ -115,24 +115,14 @@ pub fn find() -> Result<VolcanoAssets, String> {
 
 /// The complete `volcano-v<version>` directory with the highest version.
 fn newest(cache: &Path) -> Option<VolcanoAssets> {
-    let entries = std::fs::read_dir(cache).ok()?;
-    entries
-        .filter_map(Result::ok)
-        .map(|e| VolcanoAssets { dir: e.path() })
-        .filter(|a| a.dir.is_dir() && a.missing().is_none())
-        .filter_map(|a| {
-            let name = a.dir.file_name()?.to_str()?.to_string();
-            Some((version_key(&name)?, a))
-        })
-        .max_by(|a, b| a.0.cmp(&b.0))
-        .map(|(_, a)| a)
-}
-
-/// `volcano-v1.16.0-alpha.1` → `[1, 16, 0]` (a pre-release sorts with its release).
-fn version_key(name: &str) -> Option<Vec<u64>> {
-    let version = name.strip_prefix("volcano-v")?;
-    let core = version.split('-').next()?;
-    core.split('.').map(|n| n.parse().ok()).collect()
+    let complete = |dir: &Path| {
+        VolcanoAssets {
+            dir: dir.to_path_buf(),
+        }
+        .missing()
+        .is_none()
+    };
+    super::assets::newest_versioned(cache, "volcano-", complete).map(|dir| VolcanoAssets { dir })
 }
 
 /// Volcano's HyperNode (cluster-scoped).
