@@ -18,9 +18,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, WatchEvent, WatchParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::{json, Value};
 use support::controller::{pods_of, Controller};
 use support::nodes::{create_gpu_pool, create_nodes, SimNode, H100};
@@ -82,27 +80,6 @@ async fn raw_pods(client: &kube::Client, ns: &str, job: &str) -> Vec<Value> {
         .into_iter()
         .map(|p| serde_json::to_value(p).unwrap_or_else(|e| panic!("pod as JSON: {e}")))
         .collect()
-}
-
-/// Deletes job `name` and, as no kubelet runs to confirm, its bound pods at once; waits
-/// until they are gone (the scheduler counts a pod's GPUs until then).
-async fn delete_job(client: &kube::Client, ns: &str, name: &str) {
-    jobs::pytorch_api(client, ns)
-        .delete(name, &DeleteParams::background())
-        .await
-        .unwrap_or_else(|e| panic!("delete job {name}: {e}"));
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let params = ListParams::default().labels(&jobs::selector(name));
-    support::wait_for(&format!("pods of {name} gone"), LIMIT, || async {
-        let now = DeleteParams::default().grace_period(0);
-        pods.delete_collection(&now, &params)
-            .await
-            .map_err(|e| e.to_string())?;
-        let left = pods.list(&params).await.map_err(|e| e.to_string())?;
-        let n = left.items.len();
-        (n == 0).then_some(()).ok_or(format!("{n} left"))
-    })
-    .await;
 }
 
 async fn a_gang_that_fits_is_bound_together() {
@@ -202,7 +179,7 @@ async fn a_gang_admitted_while_another_job_holds_the_gpus_binds_nothing_until_th
     )
     .await;
 
-    delete_job(&client, &ns, "first").await;
+    jobs::delete_with_pods(&client, &ns, "first").await;
     let second = wait_placement(plane, &ns, &jobs::selector("second"), 2, SETTLE, LIMIT).await;
     assert!(second.all_bound(), "{}", second.summary());
 }
@@ -305,7 +282,7 @@ async fn a_gang_with_a_topology_key_lands_in_one_domain_or_not_at_all() {
     }
     let condition = scheduled_condition(&pod_group(&client, &ns, "four").await);
     assert_eq!(condition["status"], "False", "{condition}");
-    delete_job(&client, &ns, "four").await;
+    jobs::delete_with_pods(&client, &ns, "four").await;
 
     // Three pods: only domain b holds them, all of them.
     jobs::create(&client, &ns, &keyed("three", 2), false)

@@ -12,7 +12,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -66,45 +65,12 @@ fn gated() -> &'static ControlPlane {
     let assets = support::assets::get();
     let plane = ControlPlane::shared_with(&assets, Crds::TrainingV1, Scheduling::NativeGang);
     WEBHOOKS.get_or_init(|| {
-        let policies = native_gang_policies(plane);
+        let policies = support::policies::with_gang_scheduler(plane, "kubernetes");
         support::on_own_runtime(move || Webhooks::install(plane, policies))
     });
     let args = ["--leader-elect=false", "--gang-scheduler=kubernetes"];
     CONTROLLER.get_or_init(|| Controller::start(plane, "controller-native", &args));
     plane
-}
-
-/// policies/ with the gang scheduler set to Kubernetes' own (params.yaml), in the control
-/// plane's temp dir.
-fn native_gang_policies(plane: &ControlPlane) -> PathBuf {
-    let dir = plane.file("policies-native-gang");
-    copy_dir(&support::repo().join("policies"), &dir);
-    let params = dir.join("params.yaml");
-    let text = std::fs::read_to_string(&params).expect("params.yaml");
-    // The setting, not the comment above it that names the choices.
-    let changed = text.replacen(
-        "\n      scheduler: volcano\n",
-        "\n      scheduler: kubernetes\n",
-        1,
-    );
-    assert_ne!(
-        text, changed,
-        "params.yaml sets `      scheduler: volcano` on a line"
-    );
-    std::fs::write(&params, changed).expect("write params.yaml");
-    dir
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("policies copy");
-    for entry in std::fs::read_dir(from).expect("policies/").flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a policy file");
-        }
-    }
 }
 
 /// A PyTorchJob of 1 Master + `workers` Workers, each pod asking for `amount` of `resource`,

@@ -372,6 +372,34 @@ impl ControlPlane {
         (output.status.success(), stdout, stderr)
     }
 
+    /// A kubeconfig (file `file` in the temp dir) that holds a token of ServiceAccount
+    /// `namespace/name` and nothing else: a component then runs as it is deployed, with that
+    /// identity's rights and username (`system:serviceaccount:<namespace>:<name>`).
+    pub fn service_account_kubeconfig(&self, namespace: &str, name: &str, file: &str) -> PathBuf {
+        let output = std::process::Command::new(self.assets.kubectl())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["create", "token", name, "-n", namespace])
+            .output()
+            .expect("kubectl create token");
+        assert!(
+            output.status.success(),
+            "kubectl create token {name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let token = String::from_utf8(output.stdout)
+            .expect("token")
+            .trim()
+            .to_string();
+        let admin = std::fs::read_to_string(&self.kubeconfig).expect("kubeconfig");
+        let start = admin.find("token: ").expect("admin token line");
+        let end = admin[start..].find('\n').map_or(admin.len(), |i| start + i);
+        let limited = format!("{}token: {token}{}", &admin[..start], &admin[end..]);
+        let path = self.file(file);
+        std::fs::write(&path, limited).expect("write kubeconfig");
+        path
+    }
+
     /// A path in the control plane's temp dir.
     pub fn file(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)

@@ -180,33 +180,11 @@ pub async fn deploys_identity_bound(
     all.extend_from_slice(components);
     let name = format!("identity-{}", all.join("+"));
     super::rbac::Install::render(control_plane, &name, &all, bindings).apply(control_plane);
-    let output = std::process::Command::new(control_plane.assets.kubectl())
-        .arg("--kubeconfig")
-        .arg(&control_plane.kubeconfig)
-        .args([
-            "create",
-            "token",
-            "gangplank-controller",
-            "-n",
-            "gangplank-system",
-        ])
-        .output()
-        .expect("kubectl create token");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let path = control_plane.service_account_kubeconfig(
+        "gangplank-system",
+        "gangplank-controller",
+        "controller-kubeconfig",
     );
-    let token = String::from_utf8(output.stdout)
-        .expect("token")
-        .trim()
-        .to_string();
-    let admin = std::fs::read_to_string(&control_plane.kubeconfig).expect("kubeconfig");
-    let start = admin.find("token: ").expect("admin token line");
-    let end = admin[start..].find('\n').map_or(admin.len(), |i| start + i);
-    let limited = format!("{}token: {token}{}", &admin[..start], &admin[end..]);
-    let path = control_plane.file("controller-kubeconfig");
-    std::fs::write(&path, limited).expect("write kubeconfig");
     wait_fenced(&path).await;
     path
 }

@@ -348,44 +348,11 @@ const RETRY_SETTLE: Duration = Duration::from_secs(11);
 
 /// The policy directory `check` reads for `backend`: the shipped one for Volcano (its
 /// default gang scheduler); for kube-scheduler's native gang a copy whose gang_scheduling
-/// names `kubernetes`, as a platform running that gang configures it (pods then keep the
-/// default scheduler, which the capacity policy's placement search models).
+/// names `kubernetes`, as a platform running that gang configures it.
 fn policies_for(plane: &ControlPlane, backend: Backend) -> std::path::PathBuf {
-    let shipped = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies");
-    if backend == Backend::Volcano {
-        return shipped;
-    }
-    static NATIVE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    NATIVE
-        .get_or_init(|| {
-            let dir = plane.file("policies-native-gang");
-            copy_dir(&shipped, &dir);
-            let params = dir.join("params.yaml");
-            let text = std::fs::read_to_string(&params).expect("read params.yaml");
-            let native = text.replace(
-                "      scheduler: volcano\n",
-                "      scheduler: kubernetes\n",
-            );
-            assert_ne!(
-                native, text,
-                "params.yaml names no `scheduler: volcano` to replace"
-            );
-            std::fs::write(&params, native).expect("write params.yaml");
-            dir
-        })
-        .clone()
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("create policy copy");
-    for entry in std::fs::read_dir(from).expect("read policies") {
-        let entry = entry.expect("policy entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy policy file");
-        }
+    match backend {
+        Backend::Volcano => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies"),
+        Backend::NativeGang => super::policies::with_gang_scheduler(plane, "kubernetes"),
     }
 }
 

@@ -185,3 +185,27 @@ pub async fn create_ok(client: &kube::Client, ns: &str, job: &Value) -> Value {
         .await
         .unwrap_or_else(|e| panic!("create {name} in {ns}: {e}"))
 }
+
+/// Deletes PyTorchJob `name` and, as no kubelet runs to confirm, its pods at once; waits
+/// until they are gone (the scheduler counts a pod's resources until then).
+pub async fn delete_with_pods(client: &kube::Client, ns: &str, name: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, DeleteParams, ListParams};
+    pytorch_api(client, ns)
+        .delete(name, &DeleteParams::background())
+        .await
+        .unwrap_or_else(|e| panic!("delete job {name}: {e}"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let params = ListParams::default().labels(&selector(name));
+    let limit = std::time::Duration::from_secs(60);
+    super::wait_for(&format!("pods of {name} gone"), limit, || async {
+        let now = DeleteParams::default().grace_period(0);
+        pods.delete_collection(&now, &params)
+            .await
+            .map_err(|e| e.to_string())?;
+        let left = pods.list(&params).await.map_err(|e| e.to_string())?;
+        let n = left.items.len();
+        (n == 0).then_some(()).ok_or(format!("{n} left"))
+    })
+    .await;
+}

@@ -24,6 +24,7 @@ pub mod install;
 pub mod jobs;
 pub mod kueue;
 pub mod nodes;
+pub mod policies;
 pub mod process;
 pub mod python_image;
 pub mod rbac;

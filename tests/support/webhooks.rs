@@ -49,6 +49,24 @@ impl Webhooks {
         Webhooks::install_scoped(control_plane, policies, None).await
     }
 
+    /// As [`Webhooks::install_scoped`], with deploy/'s `components` (e.g. `kueue`) added to
+    /// the rendering, as a user includes them in their kustomization.
+    pub async fn install_with_components(
+        control_plane: &ControlPlane,
+        policies: PathBuf,
+        only: Option<&str>,
+        components: &[&str],
+    ) -> Webhooks {
+        let [port] = free_ports();
+        let webhooks =
+            Webhooks::start_rendered(control_plane, policies, only, port, &[], components).await;
+        let client = control_plane.client().await;
+        webhooks
+            .wait_active(&client, only.unwrap_or("default"))
+            .await;
+        webhooks
+    }
+
     /// As [`Webhooks::install`]; with `only`, the configurations are renamed `<name>-<only>`
     /// and match that one namespace instead of deploy/'s selector, so that a second server
     /// can sit beside deploy/'s own (a baseline for the latency benchmark, say).
@@ -78,6 +96,17 @@ impl Webhooks {
         port: u16,
         flags: &[String],
     ) -> Webhooks {
+        Webhooks::start_rendered(control_plane, policies, only, port, flags, &[]).await
+    }
+
+    async fn start_rendered(
+        control_plane: &ControlPlane,
+        policies: PathBuf,
+        only: Option<&str>,
+        port: u16,
+        flags: &[String],
+        components: &[&str],
+    ) -> Webhooks {
         let dir = control_plane.dir.path();
         let tls = dir.join(format!("webhook-{port}-tls"));
         gangplank_certs(&tls, &["127.0.0.1"]);
@@ -96,7 +125,7 @@ impl Webhooks {
             server,
         };
         let client = control_plane.client().await;
-        for configuration in render_deploy(control_plane) {
+        for configuration in render_deploy(control_plane, components) {
             let mut configuration = webhooks.point_at_self(configuration, &ca);
             if let Some(namespace) = only {
                 scope_to(&mut configuration, namespace);
@@ -104,6 +133,12 @@ impl Webhooks {
             apply(&client, configuration).await;
         }
         webhooks
+    }
+
+    /// Kills `gangplank serve` (as a crash or an outage would); its webhook configurations
+    /// stay registered, so the apiserver's calls to it fail.
+    pub fn stop(&mut self) {
+        self.server.stop();
     }
 
     /// The server's resident set size in KiB and the CPU time it used, from /proc.
@@ -235,21 +270,29 @@ fn serve_args(port: u16, tls: &Path, policies: &Path) -> Vec<String> {
     ]
 }
 
-/// The webhook configurations of `kubectl kustomize deploy/`; on a control plane with the
-/// Trainer's CRDs, with the `deploy/trainer` component, as its kustomization tells users.
-fn render_deploy(control_plane: &ControlPlane) -> Vec<Value> {
-    let dir = if control_plane.crds == Crds::Trainer {
-        // kustomize takes relative paths only: an overlay at a fixed depth in the repo.
-        let overlay = super::repo().join("target/test-overlays/trainer");
-        std::fs::create_dir_all(&overlay).expect("create overlay dir");
-        std::fs::write(
-            overlay.join("kustomization.yaml"),
-            "resources: [../../../deploy]\ncomponents: [../../../deploy/trainer]\n",
-        )
-        .expect("write overlay");
-        overlay
-    } else {
+/// The webhook configurations of `kubectl kustomize deploy/` with `components` (and, on a
+/// control plane with the Trainer's CRDs, the `deploy/trainer` component, as its kustomization
+/// tells users).
+fn render_deploy(control_plane: &ControlPlane, components: &[&str]) -> Vec<Value> {
+    let mut all: Vec<&str> = components.to_vec();
+    if control_plane.crds == Crds::Trainer {
+        all.push("trainer");
+    }
+    let dir = if all.is_empty() {
         super::repo().join("deploy")
+    } else {
+        // kustomize takes relative paths only: an overlay at a fixed depth in the repo.
+        let overlay = super::repo()
+            .join("target/test-overlays")
+            .join(all.join("+"));
+        std::fs::create_dir_all(&overlay).expect("create overlay dir");
+        let components: Vec<String> = all.iter().map(|c| format!("../../../deploy/{c}")).collect();
+        let kustomization = format!(
+            "resources: [../../../deploy]\ncomponents: [{}]\n",
+            components.join(", ")
+        );
+        std::fs::write(overlay.join("kustomization.yaml"), kustomization).expect("write overlay");
+        overlay
     };
     let output = std::process::Command::new(control_plane.assets.kubectl())
         .arg("kustomize")
