@@ -120,20 +120,11 @@ total_pods := sum([r.replicas | some r in input.job.replicas; r.replicas > 0])
 # By replica key: the indices of the node classes its pods may use.
 reach := {r.key: {i | some i, c in classes; lib.node_admits(r, c)} | some r in input.job.replicas}
 
-# Whether a node with `allocatable` limits resource `name`: a node that reports no `pods`
-# (hand-written snapshots) is not limited by pod count; kubelets always report it.
-limits(_, name) if name != "pods"
-
-limits(allocatable, "pods") if allocatable.pods
-
 # More pods than the gang has: what "no limit" means here.
 unbounded := total_pods + 1
 
 # Pods asking for `d` one node with `allocatable` holds: the scarcest resource decides.
-per_node(d, allocatable) := max([0, min(array.concat([unbounded], [floor(object.get(allocatable, name, 0) / n) |
-	some name, n in d
-	limits(allocatable, name)
-]))])
+per_node(d, allocatable) := lib.pods_per_node(d, allocatable, unbounded)
 
 # Groups: replica types with the same demand and the same reachable classes, in a fixed
 # order. Each carries its members, pods, and the pods one node of each reachable class holds.
@@ -191,7 +182,7 @@ loss_per_node(i, c) := max([0, groups[i].per_node[c] - per_node(groups[i].demand
 	]
 	left := {name: n |
 		some name, _ in groups[i].demand
-		limits(classes[c].allocatable, name)
+		lib.node_limits(classes[c].allocatable, name)
 		n := object.get(classes[c].allocatable, name, 0) - sum([x | some l in load; x := l.pods * object.get(l.demand, name, 0)])
 	}
 }
@@ -438,7 +429,7 @@ joint := {m: {"members": members, "reach": within, "short": short, "hall": hall}
 }
 
 limited(within, name) if {
-	count([c | some c in within; not limits(classes[c].allocatable, name)]) == 0
+	count([c | some c in within; not lib.node_limits(classes[c].allocatable, name)]) == 0
 }
 
 # Groups of one pod size: the pods the shared nodes hold (Hall's condition on node slots).

@@ -25,6 +25,17 @@
 # Amounts are in Kueue's units (cpu in millicores, the rest in units) and what a pod asks is
 # its effective request; Kueue's LimitRange defaults, resource transformations and
 # excludeResourcePrefixes (its configuration) are not applied.
+# Admitted is not placed: Kueue admits a workload when its quota can be reserved, then lets
+# its pods go to the scheduler, which places them one by one. Without waitForPodsReady in
+# Kueue's configuration (params.waitForPodsReady: disabled, or unknown) a gang with no gang
+# scheduler of its own may run half placed, holding its GPUs while the rest pend: warned
+# (refused with admittedNotPlaced: deny, where disabled). With Topology Aware Scheduling (a flavor's topologyName, a Topology's
+# levels), a pod set annotated kueue.x-k8s.io/podset-required-topology: LEVEL is admitted
+# only into one domain of that level (the nodes that share its label, and every outer
+# level's): refused when no domain of any flavor that could take it can hold the pod set,
+# warned for podset-preferred-topology (Kueue then spreads it). A Topology that cannot be
+# read or is absent, or a level that is not one of the Topology's, is never the job's fault:
+# not judged (the inventory's problems, or a warning, say it).
 # The namespace's other LocalQueues, the ClusterQueue a LocalQueue points at and its quotas are
 # named only to an authenticated caller (lib.for_caller): the job names its LocalQueue only.
 # METADATA
@@ -41,8 +52,20 @@ meta := {
 	"title": "Kueue queues that can take the gang",
 	"description": "With a cluster inventory that has Kueue's queues, refuses jobs whose kueue.x-k8s.io/queue-name names no LocalQueue of the namespace, whose ClusterQueue is missing, stopped, names a missing ResourceFlavor, does not cover a GPU resource the job asks for, can never reserve what the gang needs (per flavor: nominal quota plus what its cohort tree can lend, within its borrowing limit; a pod set in one flavor), or whose flavors' nodes cannot hold the pods.",
 	"action": "deny",
-	"params": {},
+	"params": {
+		# Whether the platform's Kueue runs with waitForPodsReady (its kueue-manager
+		# configuration, ConfigMap kueue-system/kueue-manager-config): "enabled", "disabled"
+		# or "unknown". gangplank does not read it, and Kueue's default changed (on from
+		# v0.19 with a v1beta2 configuration, off before): unknown until the platform says.
+		"waitForPodsReady": "unknown",
+		# A multi-pod Kueue job with no gang scheduler of its own, where Kueue's
+		# waitForPodsReady is disabled (admitted is not placed): "warn" or "deny". Where it
+		# is unknown such a job is warned only.
+		"admittedNotPlaced": "warn",
+	},
 }
+
+params := data.params.kueue_queue
 
 kueue := data.cluster.kueue
 
@@ -279,3 +302,152 @@ labels_words(f) := "any node" if {
 shown(names) := "none" if {
 	count(names) == 0
 } else := concat(", ", sort(names))
+
+# --- Admitted is not placed. ---
+
+# Kueue's gang is of quota only: with waitForPodsReady, Kueue evicts and requeues a workload
+# whose pods are not all ready in time; without it nothing undoes a half-placed gang.
+gang_schedulers := object.get(data.params, ["gang_scheduling", "gangSchedulers"], [])
+
+# Every pod template names a gang scheduler, or a Trainer runtime's podGroupPolicy gangs it.
+own_gang if count([r | some r in podsets; not r.schedulerName in gang_schedulers]) == 0
+
+own_gang if input.job.trainer.podGroupPolicy
+
+unplaced_gang_msg := sprintf("Kueue admits this %d-pod job by quota, not placement: once admitted, the scheduler places its pods one by one, and with no gang scheduler of its own the gang may be half placed, holding its resources while the rest of its pods pend, %s. Fix: enable waitForPodsReady in Kueue's configuration (kueue-manager-config), so that Kueue evicts and requeues a gang not all ready in time, and say so in gangplank's params (kueue_queue waitForPodsReady: enabled); or name a gang scheduler in schedulerName (one of %s)", [sum([r.replicas | some r in podsets]), kueue_ready_words, shown(gang_schedulers)]) if {
+	local_queue
+	params.waitForPodsReady != "enabled"
+	sum([r.replicas | some r in podsets]) > 1
+	not own_gang
+}
+
+kueue_ready_words := "for Kueue here runs without waitForPodsReady (gangplank's kueue_queue params)" if {
+	params.waitForPodsReady == "disabled"
+} else := "unless Kueue runs with waitForPodsReady (its default from v0.19 with a v1beta2 configuration, off before; gangplank's kueue_queue params do not say which)"
+
+# Refused only where Kueue is known to run without waitForPodsReady.
+unplaced_refused if {
+	params.admittedNotPlaced == "deny"
+	params.waitForPodsReady == "disabled"
+}
+
+violation contains {"path": path, "msg": unplaced_gang_msg} if unplaced_refused
+
+warning contains {"path": path, "msg": unplaced_gang_msg} if not unplaced_refused
+
+# --- Topology Aware Scheduling. ---
+
+required_annotation := "kueue.x-k8s.io/podset-required-topology"
+
+preferred_annotation := "kueue.x-k8s.io/podset-preferred-topology"
+
+topologies := kueue.topologies
+
+hostname := "kubernetes.io/hostname"
+
+# Pod set r's topology request: the level, and whether it is required.
+asked(r) := {"level": l, "required": true, "annotation": required_annotation} if {
+	l := r.annotations[required_annotation]
+	is_string(l)
+} else := {"level": l, "required": false, "annotation": preferred_annotation} if {
+	l := r.annotations[preferred_annotation]
+	is_string(l)
+}
+
+asked_path(r) := lib.ptrs(concat("", [r.templatePath, "/metadata"]), ["annotations", asked(r).annotation])
+
+# The flavors Kueue could put pod set r into: they can take its quota and match it.
+tas_candidates(r) := {f |
+	some at, fitting in quota_flavors
+	at[0] == r.key
+	some f in fitting
+	count(flavor_fails(r, f)) == 0
+}
+
+# Flavor f's Topology levels, when known and readable.
+levels(f) := topologies[flavors[f].topology_name].levels if {
+	flavors[f].readable
+	topologies[flavors[f].topology_name].readable
+}
+
+# Why Kueue never puts pod set r into flavor f with its topology; "" when some domain holds
+# it. Undefined when it cannot be judged (flavor or Topology unknown, level not in it).
+tas_fails(r, f) := "it has no topologyName (Kueue's Topology Aware Scheduling uses only flavors with one)" if {
+	flavors[f].readable
+	flavors[f].topology_name == ""
+} else := sprintf("its largest %q domain (Topology %q) holds %d", [asked(r).level, flavors[f].topology_name, largest_domain(r, f)]) if {
+	asked(r).level in levels(f)
+	largest_domain(r, f) < r.replicas
+} else := "" if {
+	asked(r).level in levels(f)
+}
+
+tas_demand(r) := object.union({name: n | some name, n in r.podRequests; n > 0}, {"pods": 1})
+
+# The node classes of flavor f that take r's pods and carry every level label (Kueue's TAS
+# leaves out nodes that do not); the hostname is every node's.
+tas_classes(r, f) := [c |
+	some c in data.cluster.node_classes
+	count([l | some l in levels(f); l != hostname; not c.labels[l]]) == 0
+	lib.node_admits(in_flavor(r, f), c)
+]
+
+# The most pods of r one domain of the asked level holds in flavor f: one node at the
+# hostname level; else the nodes sharing the level's label and every outer level's.
+largest_domain(r, f) := max(array.concat([0], [lib.pods_per_node(tas_demand(r), c.allocatable, r.replicas + 1) | some c in tas_classes(r, f)])) if {
+	asked(r).level == hostname
+} else := max(array.concat([0], [n |
+	outer := array.slice(levels(f), 0, index_of(levels(f), asked(r).level) + 1)
+	some d in {[c.labels[l] | some l in outer] | some c in tas_classes(r, f)}
+	n := sum([x |
+		some c in tas_classes(r, f)
+		[c.labels[l] | some l in outer] == d
+		x := c.size * lib.pods_per_node(tas_demand(r), c.allocatable, r.replicas + 1)
+	])
+]))
+
+index_of(list, x) := [i | some i, y in list; y == x][0]
+
+# Pod sets asking for a domain whose every candidate flavor is judged and fails.
+tas_refused contains r if {
+	is_object(topologies)
+	object.get(data.cluster, "incomplete", "") == ""
+	some r in podsets
+	asked(r)
+	fs := tas_candidates(r)
+	count(fs) > 0
+	count([f | some f in fs; not tas_fails(r, f)]) == 0
+	count([f | some f in fs; tas_fails(r, f) == ""]) == 0
+}
+
+tas_words(r) := concat("; ", [sprintf("flavor %q: %s", [f, tas_fails(r, f)]) | some f in sort(tas_candidates(r))])
+
+violation contains {"path": asked_path(r), "msg": msg} if {
+	some r in tas_refused
+	asked(r).required
+	full := sprintf("the %d %s pods must be in one %q domain (%s), but no flavor of Kueue ClusterQueue %q that can take them has one that holds them: %s; Kueue never admits the job: it would stay suspended. Ask for an outer level, podset-preferred-topology, or fewer or smaller pods", [r.replicas, r.type, asked(r).level, required_annotation, cluster_queue_name, tas_words(r)])
+	withheld := sprintf("the %d %s pods must be in one %q domain (%s), but no flavor of the ClusterQueue of Kueue LocalQueue %q has one that holds them; Kueue never admits the job", [r.replicas, r.type, asked(r).level, required_annotation, local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
+}
+
+warning contains {"path": asked_path(r), "msg": msg} if {
+	some r in tas_refused
+	not asked(r).required
+	full := sprintf("the %d %s pods prefer one %q domain (%s), but no flavor of Kueue ClusterQueue %q has one that holds them (%s): Kueue will spread them over several", [r.replicas, r.type, asked(r).level, preferred_annotation, cluster_queue_name, tas_words(r)])
+	withheld := sprintf("the %d %s pods prefer one %q domain (%s), but no flavor of the ClusterQueue of Kueue LocalQueue %q has one that holds them: Kueue will spread them over several", [r.replicas, r.type, asked(r).level, preferred_annotation, local_queue])
+	msg := lib.for_caller(input, full, withheld)
+}
+
+# A level that is not one of the flavor's Topology: Kueue does not use the flavor for the pod
+# set. Said, not refused: the Topology may be the platform's to fix.
+warning contains {"path": asked_path(r), "msg": msg} if {
+	is_object(topologies)
+	some r in podsets
+	level := asked(r).level
+	some f in tas_candidates(r)
+	ls := levels(f)
+	not level in ls
+	full := sprintf("the %s pods ask for topology level %q, which is not a level of Topology %q of Kueue flavor %q (levels: %s): Kueue does not admit them into that flavor", [r.type, level, flavors[f].topology_name, f, concat(", ", ls)])
+	withheld := sprintf("the %s pods ask for topology level %q, which is not a level of the Topology of a flavor of their ClusterQueue: Kueue does not admit them into that flavor", [r.type, level])
+	msg := lib.for_caller(input, full, withheld)
+}

@@ -185,14 +185,7 @@ total_pods := sum([r.replicas | some r in placed])
 
 demands := {r.key: object.union({name: n | some name, n in r.podRequests; n > 0}, {"pods": 1}) | some r in placed}
 
-limits(_, name) if name != "pods"
-
-limits(allocatable, "pods") if allocatable.pods
-
-per_node(d, allocatable) := max([0, min(array.concat([total_pods + 1], [floor(object.get(allocatable, name, 0) / n) |
-	some name, n in d
-	limits(allocatable, name)
-]))])
+per_node(d, allocatable) := lib.pods_per_node(d, allocatable, total_pods + 1)
 
 # Pods of demand `d` the nodes of class `c` hold.
 class_pods(c, d) := c.size * per_node(d, c.allocatable)

@@ -311,15 +311,16 @@ fn snapshot_errors_name_the_file_and_the_item() {
     assert_eq!(inv.volcano_queues.map(|q| q.len()), Some(3));
 }
 
-/// A snapshot of Kueue's kinds is read, not refused: ClusterQueues of both versions, Cohorts
-/// and ResourceFlavors into `data.cluster.kueue`, its other kinds (Topology, Workload, ...)
+/// A snapshot of Kueue's kinds is read, not refused: ClusterQueues of both versions, Cohorts,
+/// ResourceFlavors and Topologies into `data.cluster.kueue`, its other kinds (Workload, ...)
 /// passed over; a snapshot with ResourceFlavors has its Cohorts known (none: implicit).
 #[test]
 fn a_snapshot_of_kueues_kinds_is_read_and_its_other_kinds_passed_over() {
     let inv = snapshot::read(&repo().join("policies/tests/clusters/kueue-cluster.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(inv.kueue_flavors.as_ref().map(Vec::len), Some(6));
+    assert_eq!(inv.kueue_flavors.as_ref().map(Vec::len), Some(9));
     assert_eq!(inv.kueue_cohorts.as_ref().map(Vec::len), Some(4));
+    assert_eq!(inv.kueue_topologies.as_ref().map(Vec::len), Some(3));
     let summary = inv.summary();
     let small = &summary["kueue"]["cluster_queues"]["small"];
     let a100 = &small["resources"]["nvidia.com/gpu"]["flavors"]["a100"];
@@ -331,10 +332,15 @@ fn a_snapshot_of_kueues_kinds_is_read_and_its_other_kinds_passed_over() {
     let problems = summary["problems"].as_array().map(Vec::len);
     assert_eq!(
         problems,
-        Some(3),
-        "the cycle, the unit, the flavor: {}",
+        Some(5),
+        "the cycle, the unit, the flavor, the Topology, the flavor naming an absent one: {}",
         summary["problems"]
     );
+    assert_eq!(
+        summary["kueue"]["topologies"]["dc"]["levels"],
+        serde_json::json!(["block", "rack", "kubernetes.io/hostname"])
+    );
+    assert_eq!(summary["kueue"]["flavors"]["tas"]["topology_name"], "dc");
     // Without ResourceFlavors or Cohorts, the Cohorts are unknown: the queue's own cap.
     let queues_only = "kind: ClusterQueue\nmetadata: {name: q}\nspec: {cohortName: pool, resourceGroups: [{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w, namespace: ns}\n";
     let inv = snapshot::parse(queues_only, "kueue.yaml").unwrap_or_else(|e| panic!("{e}"));

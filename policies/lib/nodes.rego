@@ -52,3 +52,16 @@ key_matches(t, taint) if t.key == taint.key
 effect_matches(t, _) if object.get(t, "effect", "") == ""
 
 effect_matches(t, taint) if t.effect == taint.effect
+
+# Whether a node with `allocatable` limits resource `name`: a node that reports no `pods`
+# (hand-written snapshots) is not limited by pod count; kubelets always report it.
+node_limits(_, name) if name != "pods"
+
+node_limits(allocatable, "pods") if allocatable.pods
+
+# Pods asking for `d` (resource → amount per pod) that one node with `allocatable` holds, at
+# most `cap` (what "no limit" means to the caller): the scarcest resource decides.
+pods_per_node(d, allocatable, cap) := max([0, min(array.concat([cap], [floor(object.get(allocatable, name, 0) / n) |
+	some name, n in d
+	node_limits(allocatable, name)
+]))])

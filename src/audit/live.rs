@@ -70,13 +70,14 @@ pub async fn connect() -> Result<(kube::Client, String), ConnectError> {
 }
 
 /// Nodes and, when their CRDs are installed, Volcano Queues and Kueue ClusterQueues,
-/// LocalQueues, Cohorts and ResourceFlavors (v1beta2 where served, else v1beta1); `Err` says what could not be listed (the cluster-aware policies then stay
+/// LocalQueues, Cohorts, ResourceFlavors and Topologies (v1beta2 where served, else v1beta1); `Err` says what could not be listed (the cluster-aware policies then stay
 /// silent, which the caller notes).
 pub async fn inventory(client: &kube::Client, page: u32) -> Result<Inventory, String> {
     let nodes = list_all(&Api::<Node>::all(client.clone()), page)
         .await
         .map_err(|e| format!("cannot list Nodes: {}", crate::error_chain(&e)))?;
-    let [cluster_queues, local_queues, cohorts, flavors] = crate::cluster::watch::kueue_resources();
+    let [cluster_queues, local_queues, cohorts, flavors, topologies] =
+        crate::cluster::watch::kueue_resources();
     let [claims, classes, network_policies, namespaces] =
         crate::cluster::watch::storage_and_network_resources();
     Ok(Inventory {
@@ -92,6 +93,7 @@ pub async fn inventory(client: &kube::Client, page: u32) -> Result<Inventory, St
         kueue_local_queues: served(client, &local_queues, "Kueue LocalQueues", page).await?,
         kueue_cohorts: served(client, &cohorts, "Kueue Cohorts", page).await?,
         kueue_flavors: served(client, &flavors, "Kueue ResourceFlavors", page).await?,
+        kueue_topologies: served(client, &topologies, "Kueue Topologies", page).await?,
         claims: listable(client, &claims, "PersistentVolumeClaims", page).await?,
         storage_classes: listable(client, &classes, "StorageClasses", page).await?,
         priority_classes: listable(client, &priority_classes(), "PriorityClasses", page).await?,

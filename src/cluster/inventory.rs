@@ -40,13 +40,14 @@ pub struct Inventory {
     pub nodes: Vec<Node>,
     /// Volcano `Queue` objects, as JSON; `None` when the Queue CRD is not installed.
     pub volcano_queues: Option<Vec<Value>>,
-    /// Kueue `ClusterQueue`, `LocalQueue`, `Cohort` and `ResourceFlavor` objects (either
-    /// served version); each `None` when unknown (CRD not installed, not listable, not in
+    /// Kueue `ClusterQueue`, `LocalQueue`, `Cohort`, `ResourceFlavor` and `Topology` objects
+    /// (either served version); each `None` when unknown (CRD not installed, not listable, not in
     /// the snapshot). See [`kueue`](super::kueue).
     pub kueue_cluster_queues: Option<Vec<Value>>,
     pub kueue_local_queues: Option<Vec<Value>>,
     pub kueue_cohorts: Option<Vec<Value>>,
     pub kueue_flavors: Option<Vec<Value>>,
+    pub kueue_topologies: Option<Vec<Value>>,
     /// Volcano `HyperNode` objects (network domains); `None` when their CRD is not installed.
     pub hypernodes: Option<Vec<Value>>,
     /// Trainer ClusterTrainingRuntimes and TrainingRuntimes (snapshots only; `serve` keeps
@@ -222,6 +223,7 @@ impl Inventory {
             local_queues: self.kueue_local_queues.as_deref(),
             cohorts: self.kueue_cohorts.as_deref(),
             flavors: self.kueue_flavors.as_deref(),
+            topologies: self.kueue_topologies.as_deref(),
         }
     }
 }

@@ -8,12 +8,13 @@
 //! --raw /apis/scheduling.k8s.io/v1alpha2`, an `APIResourceList`), which say whether the
 //! native gang API is served.
 //!
-//! Kueue (`kubectl get clusterqueues,localqueues,cohorts,resourceflavors -A -o yaml`, either
-//! API version): ClusterQueues, LocalQueues, Cohorts and ResourceFlavors are read; its other
-//! kinds (Workloads, Topologies, WorkloadPriorityClasses, AdmissionChecks, ...) are passed
-//! over, as they say nothing about what a queue can ever admit. A snapshot that holds
-//! ResourceFlavors was taken of Kueue's kinds: its Cohorts are known, and a cohort without a
-//! Cohort object is an implicit one (no quota of its own), as Kueue makes it.
+//! Kueue (`kubectl get clusterqueues,localqueues,cohorts,resourceflavors,topologies -A -o
+//! yaml`, either API version): ClusterQueues, LocalQueues, Cohorts, ResourceFlavors and
+//! Topologies are read; its other kinds (Workloads, WorkloadPriorityClasses, AdmissionChecks,
+//! ...) are passed over, as they say nothing about what a queue can ever admit. A snapshot
+//! that holds ResourceFlavors was taken of Kueue's kinds: its Cohorts and Topologies are
+//! known, and a cohort without a Cohort object is an implicit one (no quota of its own), as
+//! Kueue makes it.
 
 use std::path::Path;
 
@@ -47,7 +48,7 @@ pub fn parse(text: &str, source: &str) -> Result<Inventory, String> {
 }
 
 /// The kinds a snapshot may hold, for the error about any other.
-const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies, Volcano Queues and HyperNodes, Kueue's objects (ClusterQueues, LocalQueues, Cohorts and ResourceFlavors are read, its other kinds passed over), Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues,hypernodes,clusterqueues,localqueues,cohorts,resourceflavors,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
+const KINDS_HELD: &str = "a cluster snapshot holds Nodes, Namespaces, PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies, Volcano Queues and HyperNodes, Kueue's objects (ClusterQueues, LocalQueues, Cohorts, ResourceFlavors and Topologies are read, its other kinds passed over), Trainer ClusterTrainingRuntimes/TrainingRuntimes (kubectl get nodes,namespaces,pvc,storageclasses,priorityclasses,networkpolicies,queues,hypernodes,clusterqueues,localqueues,cohorts,resourceflavors,topologies,clustertrainingruntimes,trainingruntimes -A -o yaml) and discovery's APIGroupList/APIResourceList (kubectl get --raw /apis)";
 
 /// Kueue's API group: its kinds not read here are passed over, not refused.
 const KUEUE_GROUP: &str = "kueue.x-k8s.io/";
@@ -89,6 +90,7 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
             "LocalQueue" => &mut inventory.kueue_local_queues,
             "Cohort" => &mut inventory.kueue_cohorts,
             "ResourceFlavor" => &mut inventory.kueue_flavors,
+            "Topology" => &mut inventory.kueue_topologies,
             "ClusterTrainingRuntime" | "TrainingRuntime" => &mut inventory.trainer_runtimes,
             "APIGroupList" => {
                 inventory.native_gang_api = Some(lists_native_gang(&item));
@@ -113,8 +115,9 @@ pub fn from_items(items: Vec<Value>, source: &str) -> Result<Inventory, String> 
             list.get_or_insert_with(Vec::new).push(item);
         }
     }
-    if inventory.kueue_flavors.is_some() && inventory.kueue_cohorts.is_none() {
-        inventory.kueue_cohorts = Some(Vec::new());
+    if inventory.kueue_flavors.is_some() {
+        inventory.kueue_cohorts.get_or_insert_with(Vec::new);
+        inventory.kueue_topologies.get_or_insert_with(Vec::new);
     }
     if unreadable_nodes > 0 {
         inventory.stale = Some(format!(

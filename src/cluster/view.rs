@@ -86,7 +86,8 @@ impl Projection {
     /// For a job queued with Kueue (label `kueue.x-k8s.io/queue-name`), also the label keys of
     /// Kueue's ResourceFlavors in `summary`: the flavor Kueue admits the job into adds its
     /// node labels to the pods' nodeSelector, and the `kueue_queue` policy asks which nodes
-    /// each flavor's labels select.
+    /// each flavor's labels select. When a pod set asks for a topology domain, also the level
+    /// keys of the flavors' Topologies: the policy groups nodes into domains by them.
     pub fn with_flavor_labels(mut self, input: &RegoValue, summary: &Value) -> Projection {
         let labels = field(input, "object")
             .and_then(|o| field(o, "metadata"))
@@ -103,9 +104,49 @@ impl Projection {
                     _ => self.keys.insert(k.clone()),
                 };
             }
+            if asks_topology(input) {
+                self.keys.extend(topology_levels(flavor, summary));
+            }
         }
         self
     }
+}
+
+/// Kueue's annotations by which a pod set asks for one domain of a topology level.
+const TOPOLOGY_ANNOTATIONS: [&str; 2] = [
+    "kueue.x-k8s.io/podset-required-topology",
+    "kueue.x-k8s.io/podset-preferred-topology",
+];
+
+/// Whether some replica's pod template asks for a topology domain.
+fn asks_topology(input: &RegoValue) -> bool {
+    let replicas = field(input, "job").and_then(|j| field(j, "replicas"));
+    let Some(Ok(replicas)) = replicas.map(RegoValue::as_array) else {
+        return false;
+    };
+    replicas.iter().any(|r| {
+        let annotations = field(r, "annotations");
+        TOPOLOGY_ANNOTATIONS
+            .iter()
+            .any(|a| annotations.and_then(|m| field(m, a)).is_some())
+    })
+}
+
+/// The level keys of the Topology `flavor` names, but the hostname (every node is a domain
+/// of its own there, whatever the classes merge).
+fn topology_levels(flavor: &Value, summary: &Value) -> Vec<String> {
+    let name = flavor["topology_name"].as_str().unwrap_or_default();
+    let topology = summary
+        .pointer("/kueue/topologies")
+        .and_then(|t| t.get(name));
+    let levels = topology.and_then(|t| t["levels"].as_array());
+    levels
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|k| *k != HOSTNAME)
+        .map(str::to_string)
+        .collect()
 }
 
 /// The label that queues a job with Kueue.
@@ -334,5 +375,37 @@ mod tests {
     fn a_kueue_job_sees_classes_apart_by_its_flavors_labels_and_no_other_job_does() {
         assert_eq!(classes_seen(json!({KUEUE_QUEUE_LABEL: "q"})), 2);
         assert_eq!(classes_seen(json!({"app": "x"})), 1);
+    }
+
+    /// Classes a Kueue job sees of two a100 nodes in racks r1 and r2, the flavor's Topology
+    /// levels rack and hostname, its Worker's template annotated with `annotations`.
+    fn racks_seen(annotations: Value) -> usize {
+        let node = |name: &str, rack: &str| {
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"pool": "a100", "rack": rack}},
+                "status": {"allocatable": {"nvidia.com/gpu": "8"}}})
+        };
+        let flavor = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+            "metadata": {"name": "a100"}, "spec": {"nodeLabels": {"pool": "a100"}, "topologyName": "dc"}});
+        let topology = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+            "metadata": {"name": "dc"}, "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": HOSTNAME}]}});
+        let queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "gpus"}, "spec": {}});
+        let items = vec![node("n1", "r1"), node("n2", "r2"), flavor, topology, queue];
+        let inventory = crate::cluster::snapshot::from_items(items, "test").expect("inventory");
+        let (summary, table) = inventory.published();
+        let input = to_rego(&json!({
+            "object": {"metadata": {"labels": {KUEUE_QUEUE_LABEL: "q"}}},
+            "job": {"replicas": [{"nodeSelector": {}, "annotations": annotations}]}}));
+        let p = Projection::of(&input).with_flavor_labels(&input, &summary);
+        let projected = project(&summary, &p, &table);
+        projected["node_classes"].as_array().map_or(0, Vec::len)
+    }
+
+    #[test]
+    fn a_pod_set_asking_for_a_topology_domain_sees_classes_apart_by_its_levels() {
+        let asks = json!({"kueue.x-k8s.io/podset-required-topology": "rack"});
+        assert_eq!(racks_seen(asks), 2);
+        assert_eq!(racks_seen(json!({})), 1, "no topology asked: racks merged");
     }
 }

@@ -1,7 +1,7 @@
 //! Keeps a [`ClusterHandle`] current from the API server: watches of Nodes,
 //! PersistentVolumeClaims, StorageClasses, PriorityClasses, NetworkPolicies and Namespaces
 //! and, when their CRDs are installed, Volcano Queues and HyperNodes and Kueue ClusterQueues,
-//! LocalQueues, Cohorts and ResourceFlavors (at v1beta2 where served, else v1beta1) feed caches, and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
+//! LocalQueues, Cohorts, ResourceFlavors and Topologies (at v1beta2 where served, else v1beta1) feed caches, and discovery says every [`DISCOVERY_EVERY`] whether the native gang API is served; a
 //! change is published within [`PUBLISH_EVERY`]. When a watch fails, the last good view
 //! stays published, marked stale with the reason, so policies can say so and admission never
 //! waits on the cluster.
@@ -56,17 +56,18 @@ pub fn hypernode_resource() -> ApiResource {
 /// while Kueue is down. A Kueue that serves only v1beta1 (before v0.15) is read at v1beta1.
 pub const KUEUE_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
 
-/// Kueue's kinds the inventory reads: ClusterQueue, LocalQueue (namespaced), Cohort and
-/// ResourceFlavor.
-const KUEUE_KINDS: [(&str, &str); 4] = [
+/// Kueue's kinds the inventory reads: ClusterQueue, LocalQueue (namespaced), Cohort,
+/// ResourceFlavor and Topology (Topology Aware Scheduling's levels).
+const KUEUE_KINDS: [(&str, &str); 5] = [
     ("ClusterQueue", "clusterqueues"),
     ("LocalQueue", "localqueues"),
     ("Cohort", "cohorts"),
     ("ResourceFlavor", "resourceflavors"),
+    ("Topology", "topologies"),
 ];
 
 /// Each of [`KUEUE_KINDS`] at every version of [`KUEUE_VERSIONS`], the preferred first.
-pub fn kueue_resources() -> [Vec<ApiResource>; 4] {
+pub fn kueue_resources() -> [Vec<ApiResource>; 5] {
     KUEUE_KINDS.map(|(kind, plural)| {
         let at = |version: &&str| custom("kueue.x-k8s.io", version, kind, plural);
         KUEUE_VERSIONS.iter().map(at).collect()
@@ -152,7 +153,7 @@ pub async fn run(
     let nodes: Nodes = Arc::new(Mutex::new(NodeIndex::new(limits.max_bytes)));
     tokio::spawn(watch_nodes(client.clone(), nodes.clone(), pending.clone()));
     tokio::spawn(discover(client.clone(), pending.clone()));
-    let [cluster_queues, local_queues, cohorts, flavors] = kueue_resources();
+    let [cluster_queues, local_queues, cohorts, flavors, topologies] = kueue_resources();
     let [claims, classes, network_policies, namespaces] = storage_and_network_resources();
     let start = |(candidates, what): (Vec<ApiResource>, &'static str)| {
         let slot = Slot::default();
@@ -167,6 +168,7 @@ pub async fn run(
         (local_queues, "Kueue LocalQueues"),
         (cohorts, "Kueue Cohorts"),
         (flavors, "Kueue ResourceFlavors"),
+        (topologies, "Kueue Topologies"),
         (vec![classes], "StorageClasses"),
         (vec![hypernode_resource()], "Volcano HyperNodes"),
         (vec![priority_classes::resource()], "PriorityClasses"),
@@ -225,7 +227,7 @@ pub async fn run(
             let fingerprint = fingerprint(&lists, stale.as_deref(), native_gang_api);
             if nodes_changed || published != Some(fingerprint) {
                 published = Some(fingerprint);
-                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, kueue_cohorts, kueue_flavors, storage_classes, hypernodes, priority_classes] =
+                let [volcano_queues, kueue_cluster_queues, kueue_local_queues, kueue_cohorts, kueue_flavors, kueue_topologies, storage_classes, hypernodes, priority_classes] =
                     lists;
                 let rest = Inventory {
                     volcano_queues,
@@ -234,6 +236,7 @@ pub async fn run(
                     kueue_local_queues,
                     kueue_cohorts,
                     kueue_flavors,
+                    kueue_topologies,
                     storage_classes,
                     priority_classes,
                     native_gang_api,
@@ -598,7 +601,13 @@ mod tests {
         let kinds: Vec<&str> = versions.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             kinds,
-            ["ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor"]
+            [
+                "ClusterQueue",
+                "LocalQueue",
+                "Cohort",
+                "ResourceFlavor",
+                "Topology"
+            ]
         );
     }
 

@@ -1,7 +1,8 @@
 //! Kueue's queues as policies see them (`data.cluster.kueue`): LocalQueues, ClusterQueues with
 //! their resource groups and, per (resource, flavor), the quota and the most the queue can
 //! ever reserve ([`quota`]), and ResourceFlavors with the node labels, taints and tolerations
-//! a flavor gives the pods Kueue admits into it.
+//! a flavor gives the pods Kueue admits into it, and the Topologies a flavor's
+//! `topologyName` names ([`topology`]).
 //!
 //! Entry point: [`summary`]. ClusterQueues of both served versions are read: v1beta2 names the
 //! cohort `spec.cohortName`, v1beta1 `spec.cohort`; the rest of what is read is alike.
@@ -16,6 +17,7 @@
 //! judged.
 
 pub mod quota;
+pub mod topology;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,6 +35,7 @@ pub struct Objects<'a> {
     pub local_queues: Option<&'a [Value]>,
     pub cohorts: Option<&'a [Value]>,
     pub flavors: Option<&'a [Value]>,
+    pub topologies: Option<&'a [Value]>,
 }
 
 /// `data.cluster.kueue` (`None` without ClusterQueues): see policies/README.md for the shape.
@@ -77,11 +80,14 @@ pub fn summary(objects: &Objects, problems: &mut Vec<String>) -> Option<Value> {
         })
         .collect();
     let flavors = objects.flavors.and_then(|items| flavors(items, problems));
+    let topologies = topology::topologies(objects.topologies, problems);
+    topology::name_absent(flavors.as_ref(), topologies.as_ref(), problems);
     Some(json!({
         "cluster_queues": cluster_queues,
         "local_queues": local_queues,
         "cohorts_known": tree.cohorts.is_some(),
         "flavors": flavors,
+        "topologies": topologies,
     }))
 }
 

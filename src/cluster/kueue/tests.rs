@@ -16,6 +16,7 @@ fn summarise(
         local_queues: None,
         cohorts,
         flavors,
+        topologies: None,
     };
     let doc = summary(&objects, &mut problems).expect("ClusterQueues listed");
     (doc, problems)
@@ -203,7 +204,33 @@ fn flavors_give_labels_taints_and_tolerations_and_bad_ones_are_named() {
         json!({"readable": true, "node_labels": {}, "node_taints": [], "tolerations": [], "topology_name": ""})
     );
     assert_eq!(f["broken"], json!({"readable": false}));
-    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[1]
+        .contains(r#""a100" names Topology "default", and Kueue's Topologies are not known"#));
+    assert_eq!(doc["topologies"], Value::Null, "Topologies not listed");
+}
+
+#[test]
+fn topologies_are_given_by_name_and_a_flavor_naming_one_held_is_judged() {
+    let flavors = yaml("[{kind: ResourceFlavor, metadata: {name: tas}, spec: {topologyName: dc}}]");
+    let topologies = yaml(
+        "[{kind: Topology, metadata: {name: dc}, spec: {levels: [{nodeLabel: rack}, {nodeLabel: kubernetes.io/hostname}]}}]",
+    );
+    let mut problems = Vec::new();
+    let objects = Objects {
+        cluster_queues: Some(&[]),
+        local_queues: None,
+        cohorts: None,
+        flavors: Some(&flavors),
+        topologies: Some(&topologies),
+    };
+    let doc = summary(&objects, &mut problems).expect("ClusterQueues listed");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(
+        doc["topologies"],
+        json!({"dc": {"readable": true, "levels": ["rack", "kubernetes.io/hostname"]}})
+    );
+    assert_eq!(doc["flavors"]["tas"]["topology_name"], "dc");
 }
 
 #[test]
