@@ -43,9 +43,7 @@ native if params.scheduler == "kubernetes"
 
 # The scheduler names that give a gang: the configured ones, and with the native gang the
 # default scheduler (a template naming none runs there too).
-gang_schedulers := params.gangSchedulers if {
-	not native
-} else := array.concat(params.gangSchedulers, [NATIVE_SCHEDULER])
+gang_schedulers := lib.gang_schedulers(params)
 
 NATIVE_SCHEDULER := "default-scheduler"
 

@@ -307,10 +307,11 @@ shown(names) := "none" if {
 
 # Kueue's gang is of quota only: with waitForPodsReady, Kueue evicts and requeues a workload
 # whose pods are not all ready in time; without it nothing undoes a half-placed gang.
-gang_schedulers := object.get(data.params, ["gang_scheduling", "gangSchedulers"], [])
+gang_schedulers := lib.gang_schedulers(object.get(data.params, "gang_scheduling", {}))
 
-# Every pod template names a gang scheduler, or a Trainer runtime's podGroupPolicy gangs it.
-own_gang if count([r | some r in podsets; not r.schedulerName in gang_schedulers]) == 0
+# Every pod template names a gang scheduler (one naming none runs on the default scheduler,
+# the native gang's), or a Trainer runtime's podGroupPolicy gangs it.
+own_gang if count([r | some r in podsets; not object.get(r, "schedulerName", "default-scheduler") in gang_schedulers]) == 0
 
 own_gang if input.job.trainer.podGroupPolicy
 

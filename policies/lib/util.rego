@@ -60,3 +60,10 @@ run_policy(obj) := rp if {
 	rp := obj.spec.runPolicy
 	is_object(rp)
 } else := {}
+
+# The scheduler names that give a gang, from gang_scheduling's params `p`: the configured
+# ones, and with the native gang (`scheduler: kubernetes`) the default scheduler, which pods
+# naming no scheduler run on. Shared by gang_scheduling and kueue_queue.
+gang_schedulers(p) := object.get(p, "gangSchedulers", []) if {
+	object.get(p, "scheduler", "") != "kubernetes"
+} else := array.concat(object.get(p, "gangSchedulers", []), ["default-scheduler"])
