@@ -41,13 +41,13 @@ e2e_suite!(
 
 /// Pair `n` is `kueue_shapes::generate(seed + n)`.
 const DEFAULT_SEED: u64 = 4200;
-const DEFAULT_PAIRS: usize = 240;
+const DEFAULT_PAIRS: usize = 200;
 /// Pairs in flight at once: each is a handful of API calls and a wait on Kueue's scheduler.
 const PARALLEL: usize = 8;
 /// A Workload whose quota is not reserved must stay so this long to count as "not
 /// reserved": Kueue's scheduler takes a new Workload within a cycle (well under a second
 /// here), and nothing in the pair's cohort would make it try again.
-const SETTLE: Duration = Duration::from_secs(3);
+const SETTLE: Duration = Duration::from_secs(2);
 const LIMIT: Duration = Duration::from_secs(60);
 /// How a kueue_queue warning that leaves the outcome to Kueue's flavor order starts.
 const UNDECIDED: &str = "Kueue may not reserve";
@@ -92,42 +92,38 @@ async fn gangplank_and_kueue_agree_on_quota() {
     let (seed, pairs) = sample(DEFAULT_SEED, DEFAULT_PAIRS);
     let namespace = plane.namespace("kueue-differential").await;
     let started = Instant::now();
-    let outcomes = side_by_side(PARALLEL, pairs, |pair| {
-        run_pair(plane, &namespace, seed, pair)
-    })
-    .await;
+    let generated: Vec<(usize, Pair)> = pairs
+        .map(|pair| (pair, kueue_shapes::generate(seed.wrapping_add(pair as u64))))
+        .collect();
+    // gangplank's verdicts (one check of every job) while Kueue takes the pairs.
+    let (verdicts, truths) = futures::join!(
+        gangplank_verdicts(plane, &namespace, &generated),
+        side_by_side(PARALLEL, 0..generated.len(), |i| {
+            let (pair, shape) = &generated[i];
+            kueue_truth(plane, *pair, &namespace, shape)
+        }),
+    );
+    let outcomes: Vec<Outcome> = generated
+        .iter()
+        .zip(verdicts.into_iter().zip(truths))
+        .map(|((pair, shape), (verdict, truth))| Outcome {
+            pair: *pair,
+            verdict,
+            truth,
+            shape: format!("{:?}\n  job: {:?}", shape.quotas, shape.job),
+        })
+        .collect();
     report(&outcomes, seed, started.elapsed());
 }
 
-async fn run_pair(plane: &ControlPlane, namespace: &str, seed: u64, pair: usize) -> Outcome {
-    let generated = kueue_shapes::generate(seed.wrapping_add(pair as u64));
-    let prefix = format!("p{pair}");
-    let objects = generated.objects(&prefix, namespace);
-    let job = generated.job(&prefix, &prefix);
-    let verdict = gangplank_verdict(plane, pair, namespace, &objects, &job).await;
-    let truth = kueue_truth(plane, pair, namespace, &objects, &job).await;
-    Outcome {
-        pair,
-        verdict,
-        truth,
-        shape: shape_words(&generated),
-    }
-}
-
-/// The pair as read back when one disagrees: its quotas and the job's pod sets.
-fn shape_words(pair: &Pair) -> String {
-    format!("{:?}\n  job: {:?}", pair.quotas, pair.job)
-}
-
-/// `check --cluster` with one node that holds any pod (Kueue's quota is the question, not
-/// the nodes) and the pair's Kueue objects; the kueue_queue policy's verdict.
-async fn gangplank_verdict(
+/// One `check --cluster` of every pair's job, on one node that holds any pod (Kueue's
+/// quota is the question, not the nodes) and every pair's Kueue objects (kept apart by
+/// their prefixes, as on the API server); the kueue_queue policy's verdicts, in order.
+async fn gangplank_verdicts(
     plane: &ControlPlane,
-    pair: usize,
     namespace: &str,
-    objects: &[Value],
-    job: &Value,
-) -> Verdict {
+    generated: &[(usize, Pair)],
+) -> Vec<Verdict> {
     let big =
         json!({"cpu": "10000", "memory": "100Ti", "pods": "10000", kueue_shapes::GPU: "10000"});
     let node = json!({"apiVersion": "v1", "kind": "Node",
@@ -135,10 +131,32 @@ async fn gangplank_verdict(
         "status": {"allocatable": big, "capacity": big,
             "conditions": [{"type": "Ready", "status": "True"}]}});
     let mut items = vec![node];
-    items.extend(objects.iter().cloned());
+    let mut jobs = Vec::new();
+    for (pair, shape) in generated {
+        let prefix = format!("p{pair}");
+        items.extend(shape.objects(&prefix, namespace));
+        let mut job = shape.job(&prefix, &prefix);
+        job["metadata"]["namespace"] = json!(namespace);
+        jobs.push(job);
+    }
     let policies = support::repo().join("policies");
-    let report = check_json(plane, pair, namespace, &policies, items, job).await;
-    let violations = report[0]["decision"]["violations"]
+    let report = check_json(
+        plane,
+        "kueue-differential",
+        namespace,
+        &policies,
+        items,
+        &jobs,
+    )
+    .await;
+    let outcomes = report.as_array().cloned().unwrap_or_default();
+    assert_eq!(outcomes.len(), jobs.len(), "one outcome per job: {report}");
+    outcomes.iter().map(verdict_of).collect()
+}
+
+/// The kueue_queue policy's verdict in one outcome of `check -o json`.
+fn verdict_of(outcome: &Value) -> Verdict {
+    let violations = outcome["decision"]["violations"]
         .as_array()
         .cloned()
         .unwrap_or_default();
@@ -156,23 +174,19 @@ async fn gangplank_verdict(
 
 /// Creates the pair's Kueue objects (waiting until its ClusterQueues and LocalQueue are
 /// active) and the job; whether Kueue reserves quota for its Workload.
-async fn kueue_truth(
-    plane: &ControlPlane,
-    pair: usize,
-    namespace: &str,
-    objects: &[Value],
-    job: &Value,
-) -> Truth {
+async fn kueue_truth(plane: &ControlPlane, pair: usize, namespace: &str, shape: &Pair) -> Truth {
+    let prefix = format!("p{pair}");
+    let objects = shape.objects(&prefix, namespace);
     let client = plane.client().await;
-    for object in objects {
+    for object in &objects {
         create(&client, pair, object).await;
     }
-    for object in objects {
+    for object in &objects {
         if matches!(object["kind"].as_str(), Some("ClusterQueue" | "LocalQueue")) {
             wait_active(&client, pair, object).await;
         }
     }
-    let created = jobs::create(&client, namespace, job, false)
+    let created = jobs::create(&client, namespace, &shape.job(&prefix, &prefix), false)
         .await
         .unwrap_or_else(|e| panic!("pair {pair}: create the job: {e}"));
     let uid = created["metadata"]["uid"].as_str().unwrap_or_default();

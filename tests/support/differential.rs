@@ -395,40 +395,47 @@ async fn gangplank_verdict(
         q["status"] = json!({"state": "Open"});
         q
     }));
-    let report = check_json(plane, pair, "differential", policies, items, job).await;
+    let dir = format!("differential-{pair}");
+    let jobs = std::slice::from_ref(job);
+    let report = check_json(plane, &dir, "differential", policies, items, jobs).await;
     (verdict_of(pair, &report), release_order_of(&report, job))
 }
 
-/// `gangplank check -o json -n <namespace> --policies <policies> --cluster <items> <job>`
-/// for pair `pair` (its files in the plane's `differential-<pair>`): the report.
+/// `gangplank check -o json -n <namespace> --policies <policies> --cluster <items> <jobs>`,
+/// the files in the plane's directory `dir`: the report, one outcome per job, in order
+/// (outcome i from `job-<i>.json`).
 pub async fn check_json(
     plane: &ControlPlane,
-    pair: usize,
+    dir: &str,
     namespace: &str,
     policies: &std::path::Path,
     items: Vec<Value>,
-    job: &Value,
+    jobs: &[Value],
 ) -> Value {
-    let dir = plane.file(&format!("differential-{pair}"));
-    std::fs::create_dir_all(&dir).expect("pair dir");
+    let dir = plane.file(dir);
+    std::fs::create_dir_all(&dir).expect("check dir");
     let cluster = dir.join("cluster.json");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     std::fs::write(&cluster, list.to_string()).expect("write the cluster");
-    let manifest = dir.join("job.json");
-    std::fs::write(&manifest, job.to_string()).expect("write job");
-    let output = tokio::process::Command::new(super::gangplank())
+    let mut command = tokio::process::Command::new(super::gangplank());
+    command
         .args(["check", "-o", "json", "-n", namespace, "--policies"])
         .arg(policies)
         .arg("--cluster")
-        .arg(&cluster)
-        .arg(&manifest)
-        .output()
-        .await
-        .expect("run gangplank check");
+        .arg(&cluster);
+    for (i, job) in jobs.iter().enumerate() {
+        let manifest = dir.join(format!("job-{i}.json"));
+        std::fs::write(&manifest, job.to_string()).expect("write job");
+        command.arg(&manifest);
+    }
+    let output = command.output().await.expect("run gangplank check");
     let stdout = String::from_utf8_lossy(&output.stdout);
     serde_json::from_str(&stdout).unwrap_or_else(|e| {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        panic!("pair {pair}: check -o json gave no JSON ({e}): {stdout}\n{stderr}")
+        panic!(
+            "{}: check -o json gave no JSON ({e}): {stdout}\n{stderr}",
+            dir.display()
+        )
     })
 }
 
