@@ -49,7 +49,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Kueue queues that can take the gang",
-	"description": "With a cluster inventory that has Kueue's queues, refuses jobs whose kueue.x-k8s.io/queue-name names no LocalQueue of the namespace, whose ClusterQueue is missing, stopped, names a missing ResourceFlavor, does not cover a GPU resource the job asks for, can never reserve what the gang needs (per flavor: nominal quota plus what its cohort tree can lend, within its borrowing limit; a pod set in one flavor), or whose flavors' nodes cannot hold the pods.",
+	"description": "With a cluster inventory that has Kueue's queues, refuses jobs whose kueue.x-k8s.io/queue-name names no LocalQueue of the namespace, whose ClusterQueue is missing, stopped, names a missing ResourceFlavor, does not cover a GPU resource the job asks for, can never reserve what the gang needs (per flavor: nominal quota plus what its cohort tree can lend, within its borrowing limit; a pod set in one flavor; no choice of one flavor per pod set that holds them all), or whose flavors' nodes cannot hold the pods. Warns when only a choice other than Kueue's greedy one (each pod set in turn takes the first flavor that still holds it) holds the gang.",
 	"action": "deny",
 	"params": {},
 }
