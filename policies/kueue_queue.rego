@@ -62,6 +62,8 @@ path := "/metadata/labels/kueue.x-k8s.io~1queue-name"
 
 local_queue := q if {
 	is_object(kueue)
+	# null until the inventory has listed the LocalQueues: none is called missing then.
+	is_object(kueue.local_queues)
 	data.cluster.node_count > 0
 	q := input.object.metadata.labels[label]
 	is_string(q)

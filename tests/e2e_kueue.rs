@@ -99,7 +99,7 @@ async fn queue(plane: &ControlPlane, ns: &str, gpus: u32) {
     });
     for object in [flavor, cluster_queue, local_queue] {
         plane
-            .kubectl_apply(None, &object, &[])
+            .kubectl_apply(object["metadata"]["namespace"].as_str(), &object, &[])
             .unwrap_or_else(|e| panic!("{e}"));
     }
     let queues: Api<DynamicObject> = Api::all_with(

@@ -62,7 +62,7 @@ async fn queue(plane: &ControlPlane, ns: &str, gpus: u32) {
     ];
     for object in objects {
         plane
-            .kubectl_apply(None, &object, &[])
+            .kubectl_apply(object["metadata"]["namespace"].as_str(), &object, &[])
             .unwrap_or_else(|e| panic!("{e}"));
     }
 }
@@ -128,8 +128,8 @@ async fn an_admitted_gang_stays_half_placed_until_wait_for_pods_ready_evicts_and
     let ns = plane.namespace("pods-ready").await;
     create_gpu_pool(&client, &ns, 2).await;
     occupy_one_node(plane, &ns).await;
-    queue(plane, &ns, 24).await;
     plane.start_kueue(&KueueOptions::default()).await;
+    queue(plane, &ns, 24).await;
 
     // Without waitForPodsReady: admitted on quota, unsuspended, one pod of three placed.
     jobs::create_ok(&client, &ns, &gang("half")).await;

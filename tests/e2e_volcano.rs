@@ -379,13 +379,16 @@ async fn the_seed_job_waits_whole_and_the_job_says_why_at_once() {
     let message = jobs::get_str(&said, "/message").to_string();
     assert!(message.contains("seed-pytorchjob"), "{message}");
     assert!(message.contains("nvidia.com/gpu"), "{message}");
-    let job_events = events_of(&client, &ns, "PyTorchJob", "seed").await;
-    assert!(
+    // The Event is recorded beside the condition, not with it: waited for, not listed once.
+    support::wait_for("the job's Warning Event", LIMIT, || async {
+        let job_events = events_of(&client, &ns, "PyTorchJob", "seed").await;
         job_events
             .iter()
-            .any(|e| e.starts_with("PyTorchJobUnschedulable: ") && e.contains("nvidia.com/gpu")),
-        "{job_events:?}"
-    );
+            .any(|e| e.starts_with("PyTorchJobUnschedulable: ") && e.contains("nvidia.com/gpu"))
+            .then_some(())
+            .ok_or(format!("{job_events:?}"))
+    })
+    .await;
     eprintln!("the job said why {said_after:?} after create: {message}");
 
     // No partial placement: no pod of the job is bound anywhere, and the nodes hold nothing.

@@ -181,10 +181,11 @@ impl ControlPlane {
         self.kueue_identity();
         let kubeconfig =
             self.service_account_kubeconfig(NAMESPACE, SERVICE_ACCOUNT, "kueue-kubeconfig");
-        let certs = self.file("kueue-certs");
-        super::control_plane::gangplank_certs(&certs, &["127.0.0.1"]);
         let [health, webhook] = super::control_plane::free_ports();
-        let config = self.file("kueue-config.yaml");
+        // Per start: a restarted Kueue gets new certificates and ports.
+        let certs = self.file(&format!("kueue-certs-{health}"));
+        super::control_plane::gangplank_certs(&certs, &["127.0.0.1"]);
+        let config = self.file(&format!("kueue-config-{health}.yaml"));
         std::fs::write(&config, kueue_config(health, webhook, &certs, options))
             .expect("write Kueue's configuration");
         let program = PathBuf::from("unshare");

@@ -38,17 +38,20 @@ pub struct Objects<'a> {
 /// `data.cluster.kueue` (`None` without ClusterQueues): see policies/README.md for the shape.
 pub fn summary(objects: &Objects, problems: &mut Vec<String>) -> Option<Value> {
     let cluster_queues = objects.cluster_queues?;
-    let local_queues: Map<String, Value> = objects
-        .local_queues
-        .into_iter()
-        .flatten()
-        .filter_map(|q| {
-            let ns = q.pointer("/metadata/namespace")?.as_str()?;
-            let name = q.pointer("/metadata/name")?.as_str()?;
-            let target = q.pointer("/spec/clusterQueue")?.as_str()?;
-            Some((format!("{ns}/{name}"), Value::from(target)))
-        })
-        .collect();
+    // `null` while unknown (not listed yet, not in the snapshot): no LocalQueue is then
+    // called missing, which a server that has listed ClusterQueues but not yet LocalQueues
+    // would otherwise say of every job.
+    let local_queues: Option<Map<String, Value>> = objects.local_queues.map(|items| {
+        items
+            .iter()
+            .filter_map(|q| {
+                let ns = q.pointer("/metadata/namespace")?.as_str()?;
+                let name = q.pointer("/metadata/name")?.as_str()?;
+                let target = q.pointer("/spec/clusterQueue")?.as_str()?;
+                Some((format!("{ns}/{name}"), Value::from(target)))
+            })
+            .collect()
+    });
     let mut queues = BTreeMap::new();
     let mut tree = Tree {
         cohorts: cohorts(objects.cohorts, problems),
