@@ -242,7 +242,7 @@ async fn wait_quota(client: &kube::Client, pair: usize, namespace: &str, uid: &s
         let list = workloads.list(&params).await;
         let workload = list.ok().and_then(|l| l.items.into_iter().next());
         let workload = workload.and_then(|w| serde_json::to_value(w).ok());
-        let reserved = workload.as_ref().and_then(|w| quota_condition(w));
+        let reserved = workload.as_ref().and_then(quota_condition);
         match reserved {
             Some((true, _)) => return Truth::Reserved,
             Some((false, message)) => {
