@@ -434,7 +434,7 @@ warning contains {"path": path, "msg": msg} if {
 	not greedy_holds[i]
 	not searched[i] == false
 	count(violation) == 0
-	full := sprintf("Kueue may not reserve quota for the gang: its flavor assigner gives each pod set in turn (%s) the first flavor of Kueue ClusterQueue %q that still holds it (can ever reserve: %s): %s; it tries another choice only when something in the cohort requeues the job. List the flavors so that the first ones hold the earlier pod sets, or make the pod sets alike", [sets_words(sets), cluster_queue_name, group_reach_words(cluster_queue.groups[i]), greedy_words(i, sets)])
+	full := sprintf("Kueue may not reserve quota for the gang: its flavor assigner gives each pod set in turn (%s) the first flavor of Kueue ClusterQueue %q that still holds it (can ever reserve: %s): %s; it reaches another choice only if a later attempt resumes its flavor scan past the first (as it may, when the workload is requeued). List the flavors so that the first ones hold the earlier pod sets, or make the pod sets alike", [sets_words(sets), cluster_queue_name, group_reach_words(cluster_queue.groups[i]), greedy_words(i, sets)])
 	withheld := sprintf("Kueue may not reserve quota for the gang: the greedy flavor order of the ClusterQueue of Kueue LocalQueue %q may leave a pod set without a flavor", [local_queue])
 	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
 }
