@@ -13,8 +13,18 @@
 # pod set (replica type) one flavor per resource group, so:
 #   - the gang's total of a resource above the sum over the queue's flavors never fits;
 #   - a pod set above every flavor of its resource group never fits, whatever the others do.
-# Both are necessary conditions, so a refusal is exact; a gang that passes them may still
-# not fit Kueue's greedy flavor order (it is admitted here).
+# Both are necessary conditions, so a refusal is exact. Past them, Kueue's flavor assigner
+# decides: it takes the pod sets in its integration's order and gives each, per resource
+# group, the first flavor (in the group's order, among those that match the pods) whose quota
+# less what the pod sets before it took there still holds it; where none does, the workload
+# waits. That greedy choice is what Kueue reserves on an idle cohort (and, once its queue is
+# idle again, what it retries from), so:
+#   - it holds the gang: admitted;
+#   - no choice of one flavor per pod set holds the gang (every choice searched, up to
+#     search_budget of them): refused;
+#   - some other choice holds it: a warning that Kueue's flavor order decides (it resumes
+#     its flavor scan where the last attempt stopped only when something in the cohort
+#     requeues the workload).
 # The flavor Kueue picks adds its nodeLabels to the pods' nodeSelector and its tolerations to
 # theirs; a pod set whose every flavor that can take its quota either does not match it
 # (Kueue's check: the flavor's NoSchedule/NoExecute taints, its labels against the pods'
@@ -50,7 +60,7 @@ import data.gangplank.lib
 
 meta := {
 	"title": "Kueue queues that can take the gang",
-	"description": "With a cluster inventory that has Kueue's queues, refuses jobs whose kueue.x-k8s.io/queue-name names no LocalQueue of the namespace, whose ClusterQueue is missing, stopped, names a missing ResourceFlavor, does not cover a GPU resource the job asks for, can never reserve what the gang needs (per flavor: nominal quota plus what its cohort tree can lend, within its borrowing limit; a pod set in one flavor), or whose flavors' nodes cannot hold the pods.",
+	"description": "With a cluster inventory that has Kueue's queues, refuses jobs whose kueue.x-k8s.io/queue-name names no LocalQueue of the namespace, whose ClusterQueue is missing, stopped, names a missing ResourceFlavor, does not cover a GPU resource the job asks for, can never reserve what the gang needs (per flavor: nominal quota plus what its cohort tree can lend, within its borrowing limit; a pod set in one flavor; no choice of one flavor per pod set that holds them all), or whose flavors' nodes cannot hold the pods. Warns when only a choice other than Kueue's greedy one (each pod set in turn takes the first flavor that still holds it) holds the gang.",
 	"action": "deny",
 	"params": {
 		# Whether the platform's Kueue runs with waitForPodsReady (its kueue-manager
@@ -452,3 +462,174 @@ warning contains {"path": asked_path(r), "msg": msg} if {
 	withheld := sprintf("the %s pods ask for topology level %q, which is not a level of the Topology of a flavor of their ClusterQueue: Kueue does not admit them into that flavor", [r.type, level])
 	msg := lib.for_caller(input, full, withheld)
 }
+
+# --- Kueue's flavor order. ---
+
+# Kueue's pod set order: its integrations' replica type orders (kubeflow's
+# OrderedReplicaTypes: Chief, Master, PS, Worker, Evaluator; the MPIJob's Launcher, Worker).
+# Other types (a TrainJob's) come after, by key, in an order not known to be Kueue's.
+type_rank := {"Chief": 0, "Launcher": 1, "Master": 2, "PS": 3, "Worker": 4, "Evaluator": 5}
+
+kueue_podsets := [podsets[e[2]] |
+	some e in sort([[object.get(type_rank, r.type, 9), r.key, i] | some i, r in podsets])
+]
+
+order_known if count([r | some r in podsets; not type_rank[r.type]]) == 0
+
+# The flavors of group g Kueue may give pod set r: those whose taints and labels match it
+# (every one when the ResourceFlavors are not known).
+flavor_choices(r, g) := [f | some f in g.flavors; not flavor_mismatched(r, f)]
+
+flavor_mismatched(r, f) if {
+	is_object(flavors)
+	flavors[f].readable
+	count(mismatches(r, f)) > 0
+}
+
+# By resource group: the pod sets that ask for its resources, in Kueue's order, with their
+# needs and candidate flavors.
+group_sets := {i: sets |
+	cluster_queue.readable
+	some i, g in cluster_queue.groups
+	sets := [{"type": r.type, "need": set_need(r, g), "flavors": flavor_choices(r, g)} |
+		some r in kueue_podsets
+		count(set_need(r, g)) > 0
+	]
+	count(sets) > 0
+}
+
+# `n` of resource `name` in flavor f is within what the queue can ever reserve there; a
+# flavor without a bound (or whose bound is not known) holds anything.
+within(name, f, _) if not is_number(cluster_queue.resources[name].flavors[f].can_reserve)
+
+within(name, f, n) if n <= cluster_queue.resources[name].flavors[f].can_reserve
+
+# The next pod set of `sets` fits flavor f beside what the pod sets before it took (`picks`).
+fits_after(sets, picks, f) if {
+	k := count(picks)
+	short := [name |
+		some name, n in sets[k].need
+		taken := sum([object.get(sets[j].need, name, 0) | some j, p in picks; p == f])
+		not within(name, f, taken + n)
+	]
+	count(short) == 0
+}
+
+# One step of the greedy scan: the next pod set's first fitting flavor; null when none fits,
+# and the scan stops there.
+greedy_step(sets, picks) := picks if {
+	count(picks) >= count(sets)
+} else := picks if {
+	null in picks
+} else := array.concat(picks, [first_fit(sets, picks)])
+
+first_fit(sets, picks) := fitting[0] if {
+	fitting := [f | some f in sets[count(picks)].flavors; fits_after(sets, picks, f)]
+	count(fitting) > 0
+} else := null
+
+# Kueue's greedy picks for `sets`, in at most five steps (a kubeflow job has at most five
+# replica types); undefined beyond.
+greedy(sets) := p5 if {
+	count(sets) <= 5
+	p1 := greedy_step(sets, [])
+	p2 := greedy_step(sets, p1)
+	p3 := greedy_step(sets, p2)
+	p4 := greedy_step(sets, p3)
+	p5 := greedy_step(sets, p4)
+}
+
+# The order of `sets` is Kueue's, or no pod set has a choice of flavor.
+ordered(_) if order_known
+
+ordered(sets) if count([s | some s in sets; count(s.flavors) > 1]) == 0
+
+# Groups whose greedy picks hold every pod set, in Kueue's order.
+greedy_holds contains i if {
+	some i, sets in group_sets
+	ordered(sets)
+	not null in greedy(sets)
+}
+
+# The most choices (one flavor per pod set) searched for one that holds a group's pod sets.
+search_budget := 4096
+
+# Pod set k of `sets` in flavor choice[k], for every k, stays within the queue's reach.
+holds(sets, choice) if {
+	short := [1 |
+		some f in {c | some c in choice}
+		some name in {n | some s in sets; some n, _ in s.need}
+		total := sum([object.get(sets[k].need, name, 0) | some k, c in choice; c == f])
+		not within(name, f, total)
+	]
+	count(short) == 0
+}
+
+# Groups the greedy picks do not hold, searched whole: a choice that holds their pod sets,
+# or `false` when none does.
+searched := {i: found |
+	some i, sets in group_sets
+	not greedy_holds[i]
+	sizes := [count(s.flavors) | some s in sets]
+	product(sizes) <= search_budget
+	found := first_holding(sets, sizes)
+}
+
+first_holding(sets, sizes) := choices[0] if {
+	product(sizes) > 0
+	choices := [choice |
+		some x in numbers.range(0, product(sizes) - 1)
+		choice := [sets[k].flavors[d] |
+			some k, size in sizes
+			d := floor(x / product(array.slice(sizes, 0, k))) % size
+		]
+		holds(sets, choice)
+	]
+	count(choices) > 0
+} else := false
+
+# The quota refusals above, by resource or by pod set and group.
+quota_refusals := over_total | {at | some at, fitting in quota_flavors; count(fitting) == 0}
+
+violation contains {"path": path, "msg": msg} if {
+	some i, found in searched
+	found == false
+	# The simpler refusals above say it when they can.
+	count(quota_refusals) == 0
+	sets := group_sets[i]
+	full := sprintf("Kueue gives each pod set one flavor of a resource group, and no choice of flavors of Kueue ClusterQueue %q holds the pod sets together (%s; can ever reserve: %s), so it never admits the job: it would stay suspended", [cluster_queue_name, sets_words(sets), group_reach_words(cluster_queue.groups[i])])
+	withheld := sprintf("Kueue gives each pod set one flavor of a resource group, and no choice of flavors of the ClusterQueue of Kueue LocalQueue %q holds the pod sets together, so it never admits the job", [local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
+}
+
+warning contains {"path": path, "msg": msg} if {
+	some i, sets in group_sets
+	not greedy_holds[i]
+	not searched[i] == false
+	count(violation) == 0
+	full := sprintf("Kueue may not reserve quota for the gang: its flavor assigner gives each pod set in turn (%s) the first flavor of Kueue ClusterQueue %q that still holds it (can ever reserve: %s): %s; it reaches another choice only if a later attempt resumes its flavor scan past the first (as it may, when the workload is requeued). List the flavors so that the first ones hold the earlier pod sets, or make the pod sets alike", [sets_words(sets), cluster_queue_name, group_reach_words(cluster_queue.groups[i]), greedy_words(i, sets)])
+	withheld := sprintf("Kueue may not reserve quota for the gang: the greedy flavor order of the ClusterQueue of Kueue LocalQueue %q may leave a pod set without a flavor", [local_queue])
+	msg := sprintf("%s%s", [lib.for_caller(input, full, withheld), lib.inventory_stale_note])
+}
+
+# How the greedy scan goes, and the choice that would hold the pod sets when one was found.
+greedy_words(i, sets) := sprintf("%s, then no flavor holds the %s pods%s", [
+	concat(", ", [sprintf("the %s pods take %q", [sets[k].type, f]) | some k, f in picks; f != null]),
+	sets[count([f | some f in picks; f != null])].type,
+	holding_words(i, sets),
+]) if {
+	ordered(sets)
+	picks := greedy(sets)
+} else := sprintf("in an order gangplank does not know for these replica types%s", [holding_words(i, sets)])
+
+holding_words(i, sets) := sprintf(", though %s would hold them", [concat(", ", [sprintf("%s in %q", [sets[k].type, f]) | some k, f in searched[i]])]) if {
+	is_array(searched[i])
+} else := ""
+
+sets_words(sets) := concat(", ", [sprintf("%s %s", [s.type, concat(" + ", [lib.amount(name, n) | some name, n in s.need])]) | some s in sets])
+
+group_reach_words(g) := concat("; ", [sprintf("%q %s", [f, concat(" + ", [lib.amount(name, q.can_reserve) |
+	some name in g.resources
+	q := cluster_queue.resources[name].flavors[f]
+	is_number(q.can_reserve)
+])]) | some f in g.flavors])

@@ -98,7 +98,8 @@ struct Outcome {
     shape: String,
 }
 
-fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+/// `name`'s value as a number, `default` when unset; panics on one that is not a number.
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
         Ok(text) => text
             .parse()
@@ -110,34 +111,57 @@ fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// Runs the differential on `plane` with `backend` and fails on any decided pair where
 /// gangplank and the scheduler disagree.
 pub async fn run(plane: &ControlPlane, backend: Backend, default_pairs: usize) {
-    let pairs = env_number("GANGPLANK_DIFFERENTIAL_PAIRS", default_pairs);
-    let seed = env_number("GANGPLANK_DIFFERENTIAL_SEED", DEFAULT_SEED);
+    let (seed, pairs) = sample(DEFAULT_SEED, default_pairs);
     let namespace = plane.namespace("differential").await;
     let started = Instant::now();
-    // GANGPLANK_DIFFERENTIAL_ONLY=N replays pair N alone.
+    let outcomes = side_by_side(backend.parallel(), pairs, |pair| {
+        run_pair(plane, backend, &namespace, seed, pair)
+    })
+    .await;
+    report(backend, &outcomes, seed, started.elapsed());
+}
+
+/// The seed and the pairs of a run: `GANGPLANK_DIFFERENTIAL_SEED` and
+/// `GANGPLANK_DIFFERENTIAL_PAIRS` change the sample, `GANGPLANK_DIFFERENTIAL_ONLY=N` replays
+/// pair N alone.
+pub fn sample(default_seed: u64, default_pairs: usize) -> (u64, std::ops::Range<usize>) {
+    let pairs = env_number("GANGPLANK_DIFFERENTIAL_PAIRS", default_pairs);
+    let seed = env_number("GANGPLANK_DIFFERENTIAL_SEED", default_seed);
     let only: Option<usize> = std::env::var("GANGPLANK_DIFFERENTIAL_ONLY")
         .ok()
         .and_then(|n| n.parse().ok());
-    let (first, pairs) = only.map_or((0, pairs), |n| (n, n + 1));
-    let next = AtomicUsize::new(first);
+    (seed, only.map_or(0..pairs, |n| n..n + 1))
+}
+
+/// `one(pair)` for every pair, `parallel` at a time; the outcomes in the pairs' order.
+pub async fn side_by_side<T, F, Fut>(
+    parallel: usize,
+    pairs: std::ops::Range<usize>,
+    one: F,
+) -> Vec<T>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let next = AtomicUsize::new(pairs.start);
     let outcomes = Mutex::new(Vec::new());
-    let workers = (0..backend.parallel()).map(|_| async {
+    let workers = (0..parallel).map(|_| async {
         loop {
             let pair = next.fetch_add(1, Ordering::Relaxed);
-            if pair >= pairs {
+            if pair >= pairs.end {
                 break;
             }
-            let outcome = run_pair(plane, backend, &namespace, seed, pair).await;
+            let outcome = one(pair).await;
             outcomes
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(outcome);
+                .push((pair, outcome));
         }
     });
     futures::future::join_all(workers).await;
     let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
-    outcomes.sort_by_key(|o| o.pair);
-    report(backend, &outcomes, seed, started.elapsed());
+    outcomes.sort_by_key(|(pair, _)| *pair);
+    outcomes.into_iter().map(|(_, o)| o).collect()
 }
 
 /// Prints the counts and fails on any decided pair where gangplank and the scheduler differ.
@@ -365,34 +389,54 @@ async fn gangplank_verdict(
     queue: Option<&Value>,
     job: &Value,
 ) -> (Verdict, Option<Vec<String>>) {
-    let dir = plane.file(&format!("differential-{pair}"));
-    std::fs::create_dir_all(&dir).expect("pair dir");
-    let cluster = dir.join("nodes.json");
     // What `kubectl get nodes,queues -o yaml` prints: the Queue as its controller keeps it.
     let mut items = nodes.to_vec();
     items.extend(queue.cloned().map(|mut q| {
         q["status"] = json!({"state": "Open"});
         q
     }));
+    let dir = format!("differential-{pair}");
+    let jobs = std::slice::from_ref(job);
+    let report = check_json(plane, &dir, "differential", policies, items, jobs).await;
+    (verdict_of(pair, &report), release_order_of(&report, job))
+}
+
+/// `gangplank check -o json -n <namespace> --policies <policies> --cluster <items> <jobs>`,
+/// the files in the plane's directory `dir`: the report, one outcome per job, in order
+/// (outcome i from `job-<i>.json`).
+pub async fn check_json(
+    plane: &ControlPlane,
+    dir: &str,
+    namespace: &str,
+    policies: &std::path::Path,
+    items: Vec<Value>,
+    jobs: &[Value],
+) -> Value {
+    let dir = plane.file(dir);
+    std::fs::create_dir_all(&dir).expect("check dir");
+    let cluster = dir.join("cluster.json");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    std::fs::write(&cluster, list.to_string()).expect("write nodes");
-    let manifest = dir.join("job.json");
-    std::fs::write(&manifest, job.to_string()).expect("write job");
-    let output = tokio::process::Command::new(super::gangplank())
-        .args(["check", "-o", "json", "-n", "differential", "--policies"])
+    std::fs::write(&cluster, list.to_string()).expect("write the cluster");
+    let mut command = tokio::process::Command::new(super::gangplank());
+    command
+        .args(["check", "-o", "json", "-n", namespace, "--policies"])
         .arg(policies)
         .arg("--cluster")
-        .arg(&cluster)
-        .arg(&manifest)
-        .output()
-        .await
-        .expect("run gangplank check");
+        .arg(&cluster);
+    for (i, job) in jobs.iter().enumerate() {
+        let manifest = dir.join(format!("job-{i}.json"));
+        std::fs::write(&manifest, job.to_string()).expect("write job");
+        command.arg(&manifest);
+    }
+    let output = command.output().await.expect("run gangplank check");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        panic!("pair {pair}: check -o json gave no JSON ({e}): {stdout}\n{stderr}")
-    });
-    (verdict_of(pair, &report), release_order_of(&report, job))
+        panic!(
+            "{}: check -o json gave no JSON ({e}): {stdout}\n{stderr}",
+            dir.display()
+        )
+    })
 }
 
 /// The release order gang_scheduling wrote on the job (`gangplank.dev/release-order`), as

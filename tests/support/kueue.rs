@@ -140,13 +140,14 @@ pub const NAMESPACE: &str = "kueue-system";
 pub const SERVICE_ACCOUNT: &str = "kueue-controller-manager";
 
 /// The integrations the suites enable (Kueue's `integrations.frameworks`).
-const FRAMEWORKS: [&str; 2] = ["kubeflow.org/pytorchjob", "batch/job"];
+/// TFJob for e2e_kueue_differential's jobs of three pod sets.
+const FRAMEWORKS: [&str; 3] = ["kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "batch/job"];
 
 /// Kueue's webhooks the suites register: those of the enabled integrations and of Kueue's own
 /// kinds. The others (Deployments, Pods, Ray, ...) have no handler in a Kueue that does not
 /// enable them, and with their failurePolicy Fail would refuse every such object.
 fn registered(path: &str) -> bool {
-    ["pytorchjob", "batch-v1-job", "kueue-x-k8s-io"]
+    ["pytorchjob", "tfjob", "batch-v1-job", "kueue-x-k8s-io"]
         .iter()
         .any(|p| path.contains(p))
 }

@@ -23,6 +23,7 @@ pub mod held_registry;
 pub mod install;
 pub mod jobs;
 pub mod kueue;
+pub mod kueue_shapes;
 pub mod nodes;
 pub mod policies;
 pub mod process;
