@@ -361,6 +361,23 @@ pub fn never_seen(pod_group: Option<&Value>) -> Option<String> {
     })
 }
 
+/// Whether `pod_group` is scheduler-plugins' (`scheduling.x-k8s.io`).
+pub fn is_scheduler_plugins(pod_group: &Value) -> bool {
+    pod_group.get("apiVersion").and_then(Value::as_str) == Some(SCHEDULER_PLUGINS_API)
+}
+
+/// Coscheduling's PreFilter refuses every pod until minMember pods of the group exist
+/// ("pre-filter pod P cannot find enough sibling pods, current pods number: N, minMember of
+/// group: M"). Once `pods` reach minMember that message is left over from before the
+/// controller created the rest, not a reason the gang waits: the pod is tried again.
+pub fn stale_sibling_wait(pod_group: &Value, message: &str, pods: usize) -> bool {
+    let min_member = pod_group.pointer("/spec/minMember").and_then(Value::as_u64);
+    message.contains(SIBLING_WAIT) && min_member.is_some_and(|m| pods as u64 >= m)
+}
+
+/// The words of Coscheduling's PreFilter for a group with fewer than minMember pods.
+const SIBLING_WAIT: &str = "cannot find enough sibling pods";
+
 /// The words of Volcano's per-cycle summary Event of a waiting gang.
 const GANG_SUMMARY: &str = "tasks in gang unschedulable";
 

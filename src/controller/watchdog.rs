@@ -170,13 +170,25 @@ pub fn cause(observed: &Observed, pending: &[&Pod]) -> String {
 /// reason for one of its pods: kube-scheduler's native gang says only "pod group is
 /// unschedulable" on the PodGroup, while each pod's PodScheduled condition says why ("0/6
 /// nodes are available: 6 Insufficient nvidia.com/gpu").
+///
+/// scheduler-plugins' Coscheduling plugin writes nothing on its PodGroup (its status is
+/// scheduler-plugins' controller's, which may not run) and records no Event on it: its
+/// reason is only on the pods (PreFilter's "resource gap", PostFilter's "PodGroup ... gets
+/// rejected"), so for its PodGroups a pod's reason alone is the gang's.
 pub fn gang_reason(observed: &Observed) -> Option<String> {
     if let Some(problem) = &observed.facts.queue_problem {
         return Some(podgroup::queue_problem(problem));
     }
     let warnings = &observed.facts.pod_group_warnings;
-    let group = podgroup::unschedulable_message(observed.pod_group.as_ref(), warnings)?;
-    Some(match pod_scheduling_failure(&observed.pods) {
+    let pod_group = observed.pod_group.as_ref();
+    let failure = pod_scheduling_failure(&observed.pods);
+    let Some(group) = podgroup::unschedulable_message(pod_group, warnings) else {
+        let coscheduling = pod_group.is_some_and(podgroup::is_scheduler_plugins);
+        let (pod, why) = failure.filter(|_| coscheduling)?;
+        let stale = podgroup::stale_sibling_wait(pod_group?, why, observed.pods.len());
+        return (!stale).then(|| format!("pod {pod}: {why}"));
+    };
+    Some(match failure {
         Some((pod, why)) if !group.contains(why) => format!("{group}; pod {pod}: {why}"),
         _ => group,
     })

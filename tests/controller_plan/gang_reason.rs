@@ -360,3 +360,88 @@ fn at_the_deadline_a_pod_group_volcano_never_looked_at_is_named() {
          running, with --scheduler-name volcano?)"
     );
 }
+
+fn scheduler_plugins() -> Config {
+    Config {
+        gang: Some(GangScheduler::SchedulerPlugins {
+            scheduler_name: "scheduler-plugins-scheduler".to_string(),
+        }),
+        ..Config::default()
+    }
+}
+
+/// The job's pods as created, each with `message` as its PodScheduled=False condition, and
+/// its scheduler-plugins PodGroup (no status: scheduler-plugins' controller keeps that).
+fn coscheduled(job: &Job, messages: &[&str]) -> Observed {
+    let mut observed = created(job);
+    observed.pod_group = Some(json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "mnist-pytorchjob", "creationTimestamp": "2023-11-14T22:13:20Z"},
+        "spec": {"minMember": 2},
+    }));
+    for (pod, message) in observed.pods.iter_mut().zip(messages) {
+        pod.status = Some(
+            serde_json::from_value(json!({"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": message,
+            }]}))
+            .expect("pod status"),
+        );
+    }
+    observed
+}
+
+/// Coscheduling says why only on the pods (nothing on its PodGroup, no Event): the pod's
+/// reason is the gang's, on Created at once and in the start deadline's failure.
+#[test]
+fn a_coscheduling_gang_is_told_the_plugins_reason_from_its_pods() {
+    let job = pytorch_job(1, 1).with_gpus(8);
+    let gap = "0/3 nodes are available: resource gap: map[nvidia.com/gpu:8].";
+    let observed = coscheduled(&job, &[gap, gap]);
+    let plan = job.plan_with(&observed, 5, &scheduler_plugins());
+    let want = format!(
+        "PyTorchJob mnist is waiting for its gang: PodGroup mnist-pytorchjob is unschedulable: \
+         pod mnist-master-0: {gap}"
+    );
+    assert_eq!(
+        created_condition(&plan),
+        ("PyTorchJobUnschedulable".to_string(), want.clone())
+    );
+    assert_eq!(
+        warnings(&plan),
+        vec![&Event::warning("PyTorchJobUnschedulable", want)]
+    );
+    let plan = job.plan_with(&observed, 15 * 60, &scheduler_plugins());
+    assert!(
+        message(&plan, "Failed").ends_with(&format!(
+            "PodGroup is unschedulable: pod mnist-master-0: {gap}"
+        )),
+        "{}",
+        message(&plan, "Failed")
+    );
+}
+
+/// PreFilter's "cannot find enough sibling pods" from before the controller created the rest
+/// of the gang is not a reason once minMember pods exist; while they do not, it is.
+#[test]
+fn coschedulings_wait_for_siblings_is_a_reason_only_while_they_are_missing() {
+    let job = pytorch_job(1, 1).with_gpus(8);
+    let wait = "0/3 nodes are available: pre-filter pod mnist-master-0 cannot find enough \
+                sibling pods, current pods number: 1, minMember of group: 2.";
+    let observed = coscheduled(&job, &[wait]);
+    let plan = job.plan_with(&observed, 5, &scheduler_plugins());
+    let (reason, _) = created_condition(&plan);
+    assert_eq!(
+        reason, "PyTorchJobCreated",
+        "every sibling exists: {:?}",
+        plan.events
+    );
+    assert!(warnings(&plan).is_empty(), "{:?}", plan.events);
+
+    let mut alone = observed.clone();
+    alone.pods.truncate(1);
+    let plan = job.plan_with(&alone, 5, &scheduler_plugins());
+    let (reason, message) = created_condition(&plan);
+    assert_eq!(reason, "PyTorchJobUnschedulable");
+    assert!(message.ends_with(wait), "{message}");
+}

@@ -135,6 +135,9 @@ pub enum Scheduling {
     Volcano,
     /// As `Volcano`, with vc-scheduler's `network-topology-aware` plugin on (HyperNodes).
     VolcanoTopology,
+    /// scheduler-plugins' Coscheduling kube-scheduler with its own PodGroup CRD, and
+    /// kube-controller-manager as for `Scheduler` (see `coscheduling`).
+    Coscheduling,
 }
 
 /// The feature gates both the apiserver and kube-scheduler need for native gangs, and for a
@@ -483,6 +486,7 @@ async fn start_once(
         Scheduling::None => {}
         Scheduling::Volcano => control_plane.start_volcano(false).await,
         Scheduling::VolcanoTopology => control_plane.start_volcano(true).await,
+        Scheduling::Coscheduling => control_plane.start_coscheduling().await,
         Scheduling::Scheduler | Scheduling::NativeGang => control_plane.spawn_scheduling(),
     }
     Ok(control_plane)

@@ -1,6 +1,7 @@
 //! The differential between gangplank's capacity verdicts and what a real gang scheduler
-//! does, shared by `e2e_scheduler_differential` (kube-scheduler's native gang) and
-//! `e2e_volcano_differential` (Volcano through `gangplank controller`'s PodGroups).
+//! does, shared by `e2e_scheduler_differential` (kube-scheduler's native gang),
+//! `e2e_volcano_differential` (Volcano through `gangplank controller`'s PodGroups) and
+//! `e2e_coscheduling_differential` (scheduler-plugins' Coscheduling, the same way).
 //!
 //! Entry point: [`run`]. From a fixed seed, [`shapes`](super::shapes) generates pairs of a
 //! cluster (nodes with GPUs, MIG slices, cpu/memory, labels, taints, cordons) and a job
@@ -40,6 +41,8 @@ use super::nodes::{create_node, delete_nodes};
 use super::scheduler::{native_pod_group, wait_placement, Placement};
 use super::{jobs, shapes, volcano, ControlPlane};
 
+mod coscheduled;
+
 /// Who schedules the gangs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -49,6 +52,10 @@ pub enum Backend {
     /// Volcano: the test creates the job, `gangplank controller --gang-scheduler volcano`
     /// (running on the plane) writes the PodGroup and, once Volcano admits it, the pods.
     Volcano,
+    /// scheduler-plugins' Coscheduling: the test creates the job, `gangplank controller
+    /// --gang-scheduler scheduler-plugins-scheduler` writes the `scheduling.x-k8s.io`
+    /// PodGroup and the pods (see `coscheduling_differential`).
+    Coscheduling,
 }
 
 impl Backend {
@@ -59,6 +66,8 @@ impl Backend {
         match self {
             Backend::NativeGang => 6,
             Backend::Volcano => 4,
+            // Most of its pairs wait out the 10 s settle of a gang not placed: more at a time.
+            Backend::Coscheduling => 8,
         }
     }
 
@@ -66,6 +75,7 @@ impl Backend {
         match self {
             Backend::NativeGang => "kube-scheduler",
             Backend::Volcano => "vc-scheduler",
+            Backend::Coscheduling => super::coscheduling::PROCESS,
         }
     }
 }
@@ -254,6 +264,10 @@ async fn run_pair(
     let queue = match backend {
         Backend::NativeGang => None,
         Backend::Volcano => volcano_job(&mut job, seed, pair),
+        Backend::Coscheduling => {
+            coscheduled::name_the_scheduler(&mut job);
+            None
+        }
     };
     let policies = policies_for(plane, backend);
     let (verdict, release) =
@@ -270,6 +284,7 @@ async fn run_pair(
         Backend::Volcano => {
             schedule_volcano(plane, namespace, pair, &nodes, queue.as_ref(), &job).await
         }
+        Backend::Coscheduling => coscheduled::schedule(plane, namespace, pair, &nodes, &job).await,
     };
     let min_count = gang_min_count(&job);
     let placed = placement.bound.len() >= min_count;
@@ -371,13 +386,19 @@ const RETRIES: usize = 6;
 const RETRY_SETTLE: Duration = Duration::from_secs(11);
 
 /// The policy directory `check` reads for `backend`: the shipped one for Volcano (its
-/// default gang scheduler); for kube-scheduler's native gang a copy whose gang_scheduling
-/// names `kubernetes`, as a platform running that gang configures it.
+/// default gang scheduler); otherwise a copy whose gang_scheduling names the backend's
+/// scheduler, as a platform running it configures it: `kubernetes` for kube-scheduler's
+/// native gang (pods then keep the default scheduler, which the capacity policy's placement
+/// search models), `scheduler-plugins-scheduler` for Coscheduling.
 fn policies_for(plane: &ControlPlane, backend: Backend) -> std::path::PathBuf {
-    match backend {
-        Backend::Volcano => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies"),
-        Backend::NativeGang => super::policies::with_gang_scheduler(plane, "kubernetes"),
-    }
+    let scheduler = match backend {
+        Backend::Volcano => {
+            return std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies")
+        }
+        Backend::NativeGang => "kubernetes",
+        Backend::Coscheduling => super::coscheduling::SCHEDULER_NAME,
+    };
+    super::policies::with_gang_scheduler(plane, scheduler)
 }
 
 /// `gangplank check --cluster` on the pair's nodes: the capacity policies' verdict.
@@ -759,7 +780,14 @@ async fn schedule_volcano(
         &alone,
     )
     .await;
-    clean_up_job(&client, namespace, pair, job, &group).await;
+    clean_up_job(
+        &client,
+        namespace,
+        pair,
+        job,
+        (&group, &volcano::pod_group()),
+    )
+    .await;
     if let Some(queue) = queue.and_then(|q| q["metadata"]["name"].as_str()) {
         if let Err(e) = queues.delete(queue, &DeleteParams::default()).await {
             panic!("pair {pair}: delete Queue {queue}: {e}");
@@ -906,14 +934,15 @@ fn nanos(value: &Value) -> Option<i128> {
     gangplank::job::quantity::Nanos::parse(&quantity).map(|n| n.0)
 }
 
-/// Deletes the job, its pods (forcibly: no kubelet ends them) and its PodGroup, and waits
-/// until the PodGroup is gone, so that no reservation of it is left in Volcano's queue.
+/// Deletes the job, its pods (forcibly: no kubelet ends them) and its PodGroup (`group` of
+/// `resource`), and waits until the PodGroup is gone, so that no reservation of it is left
+/// in Volcano's queue.
 async fn clean_up_job(
     client: &kube::Client,
     namespace: &str,
     pair: usize,
     job: &Value,
-    group: &str,
+    (group, resource): (&str, &ApiResource),
 ) {
     let name = job["metadata"]["name"].as_str().unwrap_or_default();
     let jobs_api = jobs::api_for(client, namespace, job);
@@ -923,8 +952,7 @@ async fn clean_up_job(
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let params = ListParams::default().labels(&format!("training.kubeflow.org/job-name={name}"));
     let now = DeleteParams::default().grace_period(0);
-    let groups: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &volcano::pod_group());
+    let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
     super::wait_for(
         &format!("pair {pair}: pods and PodGroup gone"),
         LIMIT,

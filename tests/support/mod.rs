@@ -17,6 +17,7 @@
 pub mod assets;
 pub mod control_plane;
 pub mod controller;
+pub mod coscheduling;
 pub mod differential;
 pub mod harness;
 pub mod held_registry;
