@@ -177,7 +177,7 @@ fn kustomize_builds_the_plain_and_the_cert_manager_variants() {
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["list", "watch"]},
             {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": ["list", "watch"]},
             {"apiGroups": ["topology.volcano.sh"], "resources": ["hypernodes"], "verbs": ["list", "watch"]},
-            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues", "cohorts", "resourceflavors"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues", "cohorts", "resourceflavors", "topologies"], "verbs": ["list", "watch"]},
             {"nonResourceURLs": ["/apis/scheduling.k8s.io/v1alpha2"], "verbs": ["get"]},
         ])
     );
