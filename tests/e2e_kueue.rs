@@ -24,8 +24,7 @@ mod support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, ListParams};
-use serde_json::{json, Value};
+use serde_json::Value;
 use support::controller::Controller;
 use support::kueue::{KueueOptions, NAMESPACE, SERVICE_ACCOUNT};
 use support::nodes::create_gpu_pool;
@@ -68,70 +67,20 @@ async fn gangplank_for(plane: &ControlPlane, ns: &str, components: &[&str]) -> W
     Webhooks::install_with_components(plane, policies, Some(ns), components).await
 }
 
-/// Two 8-GPU nodes labelled `pool=<ns>`, the ResourceFlavor `<ns>` that selects them, the
-/// ClusterQueue `<ns>` of `gpus` GPUs in that flavor (for `ns` only) and LocalQueue `lq`.
-async fn queue(plane: &ControlPlane, ns: &str, gpus: u32) {
-    let client = plane.client().await;
-    create_gpu_pool(&client, ns, 2).await;
-    let flavor = json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": ns}, "spec": {"nodeLabels": {"pool": ns}},
-    });
-    let quota = |name: &str, amount: Value| json!({"name": name, "nominalQuota": amount});
-    let cluster_queue = json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-        "metadata": {"name": ns},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            "resourceGroups": [{
-                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                "flavors": [{"name": ns, "resources": [
-                    quota("cpu", json!(1000)),
-                    quota("memory", json!("10Ti")),
-                    quota("nvidia.com/gpu", json!(gpus)),
-                ]}],
-            }],
-        },
-    });
-    let local_queue = json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": ns}, "spec": {"clusterQueue": ns},
-    });
-    for object in [flavor, cluster_queue, local_queue] {
-        plane
-            .kubectl_apply(object["metadata"]["namespace"].as_str(), &object, &[])
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    let queues: Api<DynamicObject> = Api::all_with(
-        client,
-        &support::kueue::resource("ClusterQueue", "clusterqueues"),
-    );
-    support::wait_for(&format!("ClusterQueue {ns} Active"), LIMIT, || async {
-        let cq = queues.get(ns).await.map_err(|e| e.to_string())?;
-        let cq = serde_json::to_value(cq).map_err(|e| e.to_string())?;
-        jobs::true_condition(&cq, "Active")
-            .map(drop)
-            .ok_or(format!("{}", cq["status"]))
-    })
-    .await;
-}
-
-/// A PyTorchJob of a Master and a Worker of 8 GPUs each, in LocalQueue `lq`, with no
-/// nodeSelector: Kueue's flavor gives it one.
-fn queued_job(name: &str) -> Value {
-    let mut job = jobs::gpu_gang(name, 1, "unused");
-    for r in ["Master", "Worker"] {
-        let spec = job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"]
-            .as_object_mut()
-            .expect("pod spec");
-        spec.remove("nodeSelector");
-    }
-    job["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "lq"});
-    job
-}
-
 fn suspended(job: &Value) -> bool {
     job["spec"]["runPolicy"]["suspend"] == true
+}
+
+/// Two 8-GPU nodes labelled `pool=<ns>` and Kueue's objects for `ns` (see
+/// [`support::kueue::gpu_queue`]) with `gpus` GPUs.
+async fn queue(plane: &ControlPlane, ns: &str, gpus: u32) {
+    create_gpu_pool(&plane.client().await, ns, 2).await;
+    support::kueue::gpu_queue(plane, ns, gpus).await;
+}
+
+/// A Master and a Worker of 8 GPUs each in LocalQueue `lq`.
+fn queued_job(name: &str) -> Value {
+    support::kueue::queued_gpu_gang(name, 1)
 }
 
 /// Waits until `name` is unsuspended (Kueue admitted it); the job.
@@ -145,35 +94,10 @@ async fn wait_started(client: &kube::Client, ns: &str, name: &str, limit: Durati
     .await
 }
 
-/// The Workload Kueue made for job `name`.
-async fn workload(client: &kube::Client, ns: &str, name: &str) -> Value {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        ns,
-        &support::kueue::resource("Workload", "workloads"),
-    );
-    support::wait_for(&format!("the Workload of {ns}/{name}"), LIMIT, || async {
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let owned = list.items.into_iter().find(|w| {
-            w.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.name == name)
-        });
-        let workload = owned.ok_or("none yet")?;
-        serde_json::to_value(workload).map_err(|e| e.to_string())
-    })
-    .await
-}
-
 /// Waits until the Workload of `name` says why its quota is not reserved; the message.
 async fn wait_pending_reason(client: &kube::Client, ns: &str, name: &str) -> String {
     support::wait_for(&format!("{ns}/{name} pending on quota"), LIMIT, || async {
-        let w = workload(client, ns, name).await;
+        let w = support::kueue::workload(client, ns, name).await;
         let conditions = w["status"]["conditions"]
             .as_array()
             .cloned()
@@ -303,7 +227,7 @@ async fn while_gangplank_is_down_a_queued_job_waits_and_starts_once_it_is_back()
     jobs::delete_with_pods(&client, &ns, "holder").await;
     // Kueue reserves the quota, but its UPDATE is refused with every other: the job waits.
     support::wait_for("waiting's quota reserved", LIMIT, || async {
-        let w = workload(&client, &ns, "waiting").await;
+        let w = support::kueue::workload(&client, &ns, "waiting").await;
         jobs::true_condition(&w, "QuotaReserved")
             .map(drop)
             .ok_or(format!("{}", w["status"]))

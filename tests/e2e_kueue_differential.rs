@@ -309,17 +309,7 @@ fn report(outcomes: &[Outcome], seed: u64, elapsed: Duration) {
         elapsed.as_secs_f64(),
         decided - disagreements.len(),
     );
-    eprintln!("  undecided pairs (GANGPLANK_DIFFERENTIAL_ONLY=<pair> replays one):");
-    for pair in &undecided {
-        eprintln!("    {pair}");
-    }
-    assert!(
-        disagreements.is_empty(),
-        "{} of {decided} decided pairs disagree with Kueue (seed {seed}; replay one with \
-         GANGPLANK_DIFFERENTIAL_ONLY=<pair>):\n{}",
-        disagreements.len(),
-        disagreements.join("\n")
-    );
+    support::differential::conclude("Kueue", seed, decided, &undecided, &disagreements);
 }
 
 /// Kueue's reason in a few words: the quota a pod set exceeds for good, or the unused quota

@@ -14,7 +14,6 @@ mod support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{json, Value};
 use support::controller::Controller;
 use support::kueue::KueueOptions;
@@ -45,28 +44,6 @@ fn plane() -> &'static ControlPlane {
     plane
 }
 
-/// Kueue's objects for `ns`: flavor `<ns>` (nodes `pool=<ns>`), ClusterQueue `<ns>` with
-/// `gpus` GPUs, LocalQueue `lq`.
-async fn queue(plane: &ControlPlane, ns: &str, gpus: u32) {
-    let objects = [
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-            "metadata": {"name": ns}, "spec": {"nodeLabels": {"pool": ns}}}),
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": {"name": ns},
-            "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                "coveredResources": ["nvidia.com/gpu"],
-                "flavors": [{"name": ns, "resources": [{"name": "nvidia.com/gpu",
-                    "nominalQuota": gpus}]}]}]}}),
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": ns}, "spec": {"clusterQueue": ns}}),
-    ];
-    for object in objects {
-        plane
-            .kubectl_apply(object["metadata"]["namespace"].as_str(), &object, &[])
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-}
-
 /// A pod outside Kueue holding one node's 8 GPUs (another team's, or a system workload).
 async fn occupy_one_node(plane: &ControlPlane, ns: &str) {
     let pod = json!({
@@ -90,33 +67,6 @@ async fn occupy_one_node(plane: &ControlPlane, ns: &str) {
     assert!(placement.all_bound(), "{}", placement.summary());
 }
 
-/// A Master and two Workers of 8 GPUs each (24: the queue's quota), in LocalQueue `lq`.
-fn gang(name: &str) -> Value {
-    let mut job = jobs::gpu_gang(name, 2, "unused");
-    for r in ["Master", "Worker"] {
-        let spec = job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"]
-            .as_object_mut()
-            .expect("pod spec");
-        spec.remove("nodeSelector");
-    }
-    job["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "lq"});
-    job
-}
-
-async fn workload(client: &kube::Client, ns: &str) -> Value {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        ns,
-        &support::kueue::resource("Workload", "workloads"),
-    );
-    let list = api
-        .list(&ListParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("workloads in {ns}: {e}"));
-    let first = list.items.into_iter().next();
-    first.map_or(Value::Null, |w| serde_json::to_value(w).unwrap_or_default())
-}
-
 fn condition<'a>(workload: &'a Value, type_: &str) -> Option<&'a Value> {
     let conditions = workload["status"]["conditions"].as_array()?;
     conditions.iter().find(|c| c["type"] == type_)
@@ -129,10 +79,12 @@ async fn an_admitted_gang_stays_half_placed_until_wait_for_pods_ready_evicts_and
     create_gpu_pool(&client, &ns, 2).await;
     occupy_one_node(plane, &ns).await;
     plane.start_kueue(&KueueOptions::default()).await;
-    queue(plane, &ns, 24).await;
+    support::kueue::gpu_queue(plane, &ns, 24).await;
 
     // Without waitForPodsReady: admitted on quota, unsuspended, one pod of three placed.
-    jobs::create_ok(&client, &ns, &gang("half")).await;
+    // A Master and two Workers of 8 GPUs each: 24, the queue's quota.
+    let gang = support::kueue::queued_gpu_gang("half", 2);
+    jobs::create_ok(&client, &ns, &gang).await;
     support::wait_for("half admitted", LIMIT, || async {
         let job = jobs::stored_pytorch_job(&client, &ns, "half").await;
         (job["spec"]["runPolicy"]["suspend"] == false)
@@ -147,7 +99,7 @@ async fn an_admitted_gang_stays_half_placed_until_wait_for_pods_ready_evicts_and
         "half placed: {}",
         placement.summary()
     );
-    let w = workload(&client, &ns).await;
+    let w = support::kueue::workload(&client, &ns, "half").await;
     assert!(
         condition(&w, "Evicted").is_none_or(|c| c["status"] != "True"),
         "{w}"
@@ -166,7 +118,7 @@ async fn an_admitted_gang_stays_half_placed_until_wait_for_pods_ready_evicts_and
     };
     plane.start_kueue(&options).await;
     let evicted = support::wait_for("half evicted and requeued", LIMIT * 2, || async {
-        let w = workload(&client, &ns).await;
+        let w = support::kueue::workload(&client, &ns, "half").await;
         let requeued = w["status"]["requeueState"]["count"].as_u64().unwrap_or(0);
         (requeued >= 1)
             .then_some(w.clone())

@@ -158,3 +158,13 @@ fn version_key(name: &str, prefix: &str) -> Option<Vec<u64>> {
 pub fn cache() -> Option<PathBuf> {
     default_cache()
 }
+
+/// The files of `needed` that are not there, joined for a message; `None` when all are.
+pub fn missing_files(needed: impl IntoIterator<Item = PathBuf>) -> Option<String> {
+    let missing: Vec<String> = needed
+        .into_iter()
+        .filter(|p| !p.is_file())
+        .map(|p| p.display().to_string())
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
+}

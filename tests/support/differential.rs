@@ -221,13 +221,32 @@ fn report(backend: Backend, outcomes: &[Outcome], seed: u64, elapsed: Duration) 
     for (aim, counts) in &by_aim {
         eprintln!("  {aim}: {counts:?}");
     }
+    conclude(
+        &format!("{backend:?}"),
+        seed,
+        decided,
+        &undecided_pairs,
+        &disagreements,
+    );
+}
+
+/// The end of a differential's report, shared by every differential: the undecided pairs
+/// listed (each replayable), then a failure naming every decided pair where gangplank and
+/// `against` disagree.
+pub fn conclude(
+    against: &str,
+    seed: u64,
+    decided: usize,
+    undecided: &[String],
+    disagreements: &[String],
+) {
     eprintln!("  undecided pairs (GANGPLANK_DIFFERENTIAL_ONLY=<pair> replays one):");
-    for pair in &undecided_pairs {
+    for pair in undecided {
         eprintln!("    {pair}");
     }
     assert!(
         disagreements.is_empty(),
-        "{} of {decided} decided pairs disagree with {backend:?} (seed {seed}; replay one \
+        "{} of {decided} decided pairs disagree with {against} (seed {seed}; replay one \
          with GANGPLANK_DIFFERENTIAL_ONLY=<pair>):\n{}",
         disagreements.len(),
         disagreements.join("\n")

@@ -75,12 +75,7 @@ impl KueueAssets {
             self.kueue_crds().join("kueue.x-k8s.io_clusterqueues.yaml"),
             self.kueue_conf().join("webhook/manifests.yaml"),
         ];
-        let missing: Vec<String> = needed
-            .into_iter()
-            .filter(|p| !p.is_file())
-            .map(|p| p.display().to_string())
-            .collect();
-        (!missing.is_empty()).then(|| missing.join(", "))
+        super::assets::missing_files(needed)
     }
 }
 
@@ -151,6 +146,9 @@ fn registered(path: &str) -> bool {
         .iter()
         .any(|p| path.contains(p))
 }
+
+/// How long a ClusterQueue gets to turn Active and a job to get its Workload.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long kueue-manager gets to answer /readyz (about 5 s here).
 const START_LIMIT: std::time::Duration = std::time::Duration::from_secs(90);
@@ -380,4 +378,98 @@ pub fn resource(kind: &str, plural: &str) -> kube::api::ApiResource {
         kind: kind.into(),
         plural: plural.into(),
     }
+}
+
+/// Kueue's objects for the GPU pool `pool=<ns>`: the ResourceFlavor `<ns>` that selects its
+/// nodes, the ClusterQueue `<ns>` of `gpus` GPUs in that flavor (and ample cpu and memory),
+/// for namespace `ns` only, and LocalQueue `lq` in `ns` pointing at it; waits until the
+/// ClusterQueue is Active.
+pub async fn gpu_queue(plane: &ControlPlane, ns: &str, gpus: u32) {
+    let flavor = serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": ns}, "spec": {"nodeLabels": {"pool": ns}},
+    });
+    let quota =
+        |name: &str, amount: Value| serde_json::json!({"name": name, "nominalQuota": amount});
+    let cluster_queue = serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": ns},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "resourceGroups": [{
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                "flavors": [{"name": ns, "resources": [
+                    quota("cpu", serde_json::json!(1000)),
+                    quota("memory", serde_json::json!("10Ti")),
+                    quota("nvidia.com/gpu", serde_json::json!(gpus)),
+                ]}],
+            }],
+        },
+    });
+    let local_queue = serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": ns}, "spec": {"clusterQueue": ns},
+    });
+    for object in [flavor, cluster_queue, local_queue] {
+        plane
+            .kubectl_apply(object["metadata"]["namespace"].as_str(), &object, &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let queues: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        plane.client().await,
+        &resource("ClusterQueue", "clusterqueues"),
+    );
+    super::wait_for(
+        &format!("ClusterQueue {ns} Active"),
+        START_LIMIT,
+        || async {
+            let cq = queues.get(ns).await.map_err(|e| e.to_string())?;
+            let cq = serde_json::to_value(cq).map_err(|e| e.to_string())?;
+            super::jobs::true_condition(&cq, "Active")
+                .map(drop)
+                .ok_or(format!("{}", cq["status"]))
+        },
+    )
+    .await;
+}
+
+/// A PyTorchJob of a Master and `workers` Workers of 8 GPUs each, in LocalQueue `lq`, with
+/// no nodeSelector: the flavor Kueue admits it to gives it one.
+pub fn queued_gpu_gang(name: &str, workers: u32) -> Value {
+    let mut job = super::jobs::gpu_gang(name, workers, "unused");
+    for r in ["Master", "Worker"] {
+        let spec = job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"]
+            .as_object_mut()
+            .expect("pod spec");
+        spec.remove("nodeSelector");
+    }
+    job["metadata"]["labels"] = serde_json::json!({"kueue.x-k8s.io/queue-name": "lq"});
+    job
+}
+
+/// The Workload Kueue made for job `name` in `ns`, once there is one.
+pub async fn workload(client: &kube::Client, ns: &str, name: &str) -> Value {
+    use kube::api::{Api, DynamicObject, ListParams};
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &resource("Workload", "workloads"));
+    super::wait_for(
+        &format!("the Workload of {ns}/{name}"),
+        START_LIMIT,
+        || async {
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let owned = list.items.into_iter().find(|w| {
+                w.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.name == name)
+            });
+            let workload = owned.ok_or("none yet")?;
+            serde_json::to_value(workload).map_err(|e| e.to_string())
+        },
+    )
+    .await
 }

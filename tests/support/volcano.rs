@@ -69,12 +69,7 @@ impl VolcanoAssets {
         let mut needed: Vec<PathBuf> = BINARIES.iter().map(|b| self.dir.join(b)).collect();
         needed.push(self.scheduler_conf());
         needed.extend(CRDS.iter().map(|c| self.dir.join("crds").join(c)));
-        let missing: Vec<String> = needed
-            .into_iter()
-            .filter(|p| !p.is_file())
-            .map(|p| p.display().to_string())
-            .collect();
-        (!missing.is_empty()).then(|| missing.join(", "))
+        super::assets::missing_files(needed)
     }
 }
 
