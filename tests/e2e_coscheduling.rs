@@ -195,13 +195,8 @@ async fn a_gang_that_cannot_fit_binds_no_pod_and_the_job_says_the_plugins_reason
     )
     .await;
     assert!(message.contains("unschedulable"), "{message}");
-    let events = support::wait_for("the job's Warning Event", LIMIT, || async {
-        let events = job_events(&client, &ns, "waits").await;
-        events
-            .iter()
-            .any(|e| e.starts_with("PyTorchJobUnschedulable: "))
-            .then_some(events.clone())
-            .ok_or(format!("{events:?}"))
+    let events = jobs::wait_job_event(&client, &ns, "waits", |e| {
+        e.starts_with("PyTorchJobUnschedulable: ")
     })
     .await;
     eprintln!("the waiting gang's Events: {events:?}");
@@ -221,24 +216,6 @@ async fn a_gang_that_cannot_fit_binds_no_pod_and_the_job_says_the_plugins_reason
             .ok_or(format!("{created}"))
     })
     .await;
-}
-
-/// `<reason>: <note>` of the Events on PyTorchJob `name`.
-async fn job_events(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
-    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
-    let fields = format!("involvedObject.kind=PyTorchJob,involvedObject.name={name}");
-    let params = kube::api::ListParams::default().fields(&fields);
-    let events = api.list(&params).await.map(|l| l.items).unwrap_or_default();
-    events
-        .into_iter()
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e.reason.unwrap_or_default(),
-                e.message.unwrap_or_default()
-            )
-        })
-        .collect()
 }
 
 async fn min_resources_larger_than_the_cluster_are_refused_before_any_pod_binds() {

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -308,24 +308,6 @@ async fn an_elastic_job_binds_its_minimum_as_one_gang() {
     assert_eq!(nodes.len(), 2, "{}", settled.summary());
 }
 
-/// The Events whose involvedObject is `kind`/`name` in `ns`: `reason: message`.
-async fn events_of(client: &kube::Client, ns: &str, kind: &str, name: &str) -> Vec<String> {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    let fields = format!("involvedObject.kind={kind},involvedObject.name={name}");
-    let list = api.list(&ListParams::default().fields(&fields)).await;
-    list.map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e.reason.unwrap_or_default(),
-                e.message.unwrap_or_default()
-            )
-        })
-        .collect()
-}
-
 fn condition<'a>(job: &'a Value, type_: &str) -> Option<&'a Value> {
     job["status"]["conditions"]
         .as_array()?
@@ -355,7 +337,7 @@ async fn the_seed_job_waits_whole_and_the_job_says_why_at_once() {
     assert_eq!(pg["spec"]["minMember"], 9, "{pg}");
     assert_eq!(pg["spec"]["minResources"]["nvidia.com/gpu"], "72", "{pg}");
     let pg_events = support::wait_for("Volcano's Events on the PodGroup", LIMIT, || async {
-        let events = events_of(&client, &ns, "PodGroup", "seed-pytorchjob").await;
+        let events = jobs::events_of(&client, &ns, "PodGroup", "seed-pytorchjob").await;
         (!events.is_empty())
             .then_some(events.clone())
             .ok_or_else(|| "none yet".to_string())
@@ -379,14 +361,8 @@ async fn the_seed_job_waits_whole_and_the_job_says_why_at_once() {
     let message = jobs::get_str(&said, "/message").to_string();
     assert!(message.contains("seed-pytorchjob"), "{message}");
     assert!(message.contains("nvidia.com/gpu"), "{message}");
-    // The Event is recorded beside the condition, not with it: waited for, not listed once.
-    support::wait_for("the job's Warning Event", LIMIT, || async {
-        let job_events = events_of(&client, &ns, "PyTorchJob", "seed").await;
-        job_events
-            .iter()
-            .any(|e| e.starts_with("PyTorchJobUnschedulable: ") && e.contains("nvidia.com/gpu"))
-            .then_some(())
-            .ok_or(format!("{job_events:?}"))
+    jobs::wait_job_event(&client, &ns, "seed", |e| {
+        e.starts_with("PyTorchJobUnschedulable: ") && e.contains("nvidia.com/gpu")
     })
     .await;
     eprintln!("the job said why {said_after:?} after create: {message}");
@@ -494,8 +470,7 @@ async fn a_job_in_a_queue_that_does_not_exist_says_so() {
         .await
         .unwrap_or_default();
     assert_eq!(jobs::get_str(&pg, "/status/phase"), "", "{pg}");
-    let events = events_of(&client, &ns, "PyTorchJob", "lost").await;
-    assert!(events.iter().any(|e| e.contains(&part)), "{events:?}");
+    jobs::wait_job_event(&client, &ns, "lost", |e| e.contains(&part)).await;
 
     // Once the Queue exists, Volcano admits the gang and binds it; Created is plain again.
     let queues: Api<DynamicObject> = Api::all_with(client.clone(), &queue());
@@ -550,13 +525,10 @@ async fn without_volcanos_crds_the_job_says_its_pod_group_was_refused() {
         message.contains("does not serve scheduling.volcano.sh/v1beta1 PodGroups"),
         "{message}"
     );
-    let events = events_of(&client, &ns, "PyTorchJob", "orphan").await;
-    assert!(
-        events
-            .iter()
-            .any(|e| e.starts_with("PyTorchJobPodGroupRefused: ")),
-        "{events:?}"
-    );
+    jobs::wait_job_event(&client, &ns, "orphan", |e| {
+        e.starts_with("PyTorchJobPodGroupRefused: ")
+    })
+    .await;
     assert!(
         pods_of(&client, &ns, "orphan").await.is_empty(),
         "no pods without a gang"

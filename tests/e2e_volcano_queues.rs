@@ -21,8 +21,7 @@ mod support;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 use support::controller::Controller;
 use support::nodes::create_gpu_pool;
@@ -175,21 +174,6 @@ async fn assert_none_bound_for_a_while(client: &kube::Client, ns: &str, job: &st
     }
 }
 
-/// The Events whose involvedObject is `kind`/`name` in `ns`: `reason: message`.
-async fn events_of(client: &kube::Client, ns: &str, kind: &str, name: &str) -> Vec<String> {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    let fields = format!("involvedObject.kind={kind},involvedObject.name={name}");
-    let list = api.list(&ListParams::default().fields(&fields)).await;
-    list.map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| {
-            let reason = e.reason.unwrap_or_default();
-            format!("{reason}: {}", e.message.unwrap_or_default())
-        })
-        .collect()
-}
-
 fn created_condition(job: &Value) -> Value {
     let conditions = job["status"]["conditions"].as_array();
     let created = conditions
@@ -231,7 +215,7 @@ async fn volcano_never_runs(client: &kube::Client, ns: &str, job: &Value, why: &
         "{}",
         pg["status"]
     );
-    let pg_events = events_of(client, ns, "PodGroup", &format!("{name}-pytorchjob")).await;
+    let pg_events = jobs::events_of(client, ns, "PodGroup", &format!("{name}-pytorchjob")).await;
     eprintln!(
         "{ns}/{name}: PodGroup {}; its Events: {pg_events:?}",
         pg["status"]

@@ -209,3 +209,39 @@ pub async fn delete_with_pods(client: &kube::Client, ns: &str, name: &str) {
     })
     .await;
 }
+
+/// The Events whose involvedObject is `kind`/`name` in `ns`, as `reason: message`.
+pub async fn events_of(client: &kube::Client, ns: &str, kind: &str, name: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let fields = format!("involvedObject.kind={kind},involvedObject.name={name}");
+    let params = kube::api::ListParams::default().fields(&fields);
+    let events = api.list(&params).await.map(|l| l.items).unwrap_or_default();
+    events
+        .into_iter()
+        .map(|e| {
+            let reason = e.reason.unwrap_or_default();
+            format!("{reason}: {}", e.message.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Waits until PyTorchJob `name` in `ns` has an Event (`reason: message`) that `matches`;
+/// its Events then. The controller records an Event beside a condition, not with it: under
+/// load it lands after the condition does, so it is waited for, never listed once.
+pub async fn wait_job_event(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    matches: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let what = format!("a matching Event on PyTorchJob {name}");
+    super::wait_for(&what, std::time::Duration::from_secs(60), || async {
+        let events = events_of(client, ns, "PyTorchJob", name).await;
+        events
+            .iter()
+            .any(|e| matches(e))
+            .then(|| events.clone())
+            .ok_or(format!("{events:?}"))
+    })
+    .await
+}
