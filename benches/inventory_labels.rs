@@ -12,7 +12,8 @@
 //! 2. the first list, serialised as the API server sends it and decoded as the watcher does
 //!    into the `NodeIndex` (the default bound, --inventory-max-mib), then summarised and
 //!    published; then the job reviewed with it (its projection of `data.cluster` built and
-//!    cached by the first review);
+//!    cached by the first review), the first 50 reviews timed apart and the steady state's
+//!    p50/p99 after a warm-up pass, as without the inventory (`INVENTORY_REVIEWS`, 500);
 //! 3. a rolling kernel upgrade: NFD's `kernel-version.full` changed on every node, one node
 //!    after another, at `INVENTORY_CHURN_RATE` events per second (default 100), with a summary
 //!    and publish on every 250 ms tick in which something changed (as the watch does) and the
