@@ -154,6 +154,34 @@ fn version_key(name: &str, prefix: &str) -> Option<Vec<u64>> {
     core.split('.').map(|n| n.parse().ok()).collect()
 }
 
+/// A suite's asset directory: `$<env>`, else the newest complete `<cache>/<prefix>v*/`.
+/// `missing` names what a directory lacks (`None`: complete). `Err` says what was looked for
+/// (`wanted`: "no Kueue: ... holds no kueue-v<version>/ with {wanted}") and how to get them
+/// (`how`). Panics when `$<env>` is set but lacks a file: a broken set-up, and a skip would
+/// hide it, as with `KUBEBUILDER_ASSETS`.
+pub fn find_versioned(
+    env: &str,
+    prefix: &str,
+    wanted: &str,
+    how: &str,
+    missing: impl Fn(&Path) -> Option<String>,
+) -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os(env) {
+        let dir = PathBuf::from(dir);
+        if let Some(lacks) = missing(&dir) {
+            panic!("{env}={} lacks {lacks} ({how})", dir.display());
+        }
+        return Ok(dir);
+    }
+    let cache = cache().ok_or(format!("{env} is not set and HOME is unknown"))?;
+    newest_versioned(&cache, prefix, |dir| missing(dir).is_none()).ok_or_else(|| {
+        format!(
+            "{env} is not set and {} holds no {prefix}<version>/ with {wanted} ({how})",
+            cache.display()
+        )
+    })
+}
+
 /// `~/.cache/kube-test-assets`, where `../shared/tools` builds every suite's binaries.
 pub fn cache() -> Option<PathBuf> {
     default_cache()

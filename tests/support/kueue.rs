@@ -96,37 +96,21 @@ pub fn coscheduling_requirement() -> Result<(), String> {
 /// saying how to build them when there is none. Panics when `KUEUE_ASSETS` is set but lacks a
 /// file (a broken set-up, and a skip would hide it), as `KUBEBUILDER_ASSETS` does.
 pub fn find() -> Result<KueueAssets, String> {
-    if let Some(dir) = std::env::var_os("KUEUE_ASSETS") {
-        let assets = KueueAssets {
-            dir: PathBuf::from(dir),
-        };
-        if let Some(missing) = assets.missing() {
-            panic!(
-                "KUEUE_ASSETS={} lacks {missing} ({HOW_TO_GET})",
-                assets.dir.display()
-            );
-        }
-        return Ok(assets);
-    }
-    let cache = super::assets::cache().ok_or("KUEUE_ASSETS is not set and HOME is unknown")?;
-    newest(&cache).ok_or_else(|| {
-        format!(
-            "no Kueue: KUEUE_ASSETS is not set and {} holds no kueue-v<version>/ with \
-             bin/kueue-manager and bin/kube-scheduler ({HOW_TO_GET})",
-            cache.display()
-        )
-    })
-}
-
-fn newest(cache: &Path) -> Option<KueueAssets> {
-    let complete = |dir: &Path| {
+    let missing = |dir: &Path| {
         KueueAssets {
             dir: dir.to_path_buf(),
         }
         .missing()
-        .is_none()
     };
-    super::assets::newest_versioned(cache, "kueue-", complete).map(|dir| KueueAssets { dir })
+    super::assets::find_versioned(
+        "KUEUE_ASSETS",
+        "kueue-",
+        "bin/kueue-manager and bin/kube-scheduler",
+        HOW_TO_GET,
+        missing,
+    )
+    .map(|dir| KueueAssets { dir })
+    .map_err(|why| format!("no Kueue: {why}"))
 }
 
 /// Kueue's controller-manager ServiceAccount, as Kueue's own manifests install it: the

@@ -85,39 +85,21 @@ pub fn requirement() -> Result<(), String> {
 /// `VOLCANO_ASSETS` is set but lacks a file (a broken set-up, and a skip would hide it), as
 /// `KUBEBUILDER_ASSETS` does.
 pub fn find() -> Result<VolcanoAssets, String> {
-    if let Some(dir) = std::env::var_os("VOLCANO_ASSETS") {
-        let assets = VolcanoAssets {
-            dir: PathBuf::from(dir),
-        };
-        if let Some(missing) = assets.missing() {
-            panic!(
-                "VOLCANO_ASSETS={} lacks {missing} ({HOW_TO_GET})",
-                assets.dir.display()
-            );
-        }
-        return Ok(assets);
-    }
-    let home = std::env::var_os("HOME").ok_or("VOLCANO_ASSETS is not set and HOME is unknown")?;
-    let cache = PathBuf::from(home).join(".cache/kube-test-assets");
-    newest(&cache).ok_or_else(|| {
-        format!(
-            "no Volcano: VOLCANO_ASSETS is not set and {} holds no volcano-<version>/ with \
-             bin/vc-scheduler and bin/vc-controller-manager ({HOW_TO_GET})",
-            cache.display()
-        )
-    })
-}
-
-/// The complete `volcano-v<version>` directory with the highest version.
-fn newest(cache: &Path) -> Option<VolcanoAssets> {
-    let complete = |dir: &Path| {
+    let missing = |dir: &Path| {
         VolcanoAssets {
             dir: dir.to_path_buf(),
         }
         .missing()
-        .is_none()
     };
-    super::assets::newest_versioned(cache, "volcano-", complete).map(|dir| VolcanoAssets { dir })
+    super::assets::find_versioned(
+        "VOLCANO_ASSETS",
+        "volcano-",
+        "bin/vc-scheduler and bin/vc-controller-manager",
+        HOW_TO_GET,
+        missing,
+    )
+    .map(|dir| VolcanoAssets { dir })
+    .map_err(|why| format!("no Volcano: {why}"))
 }
 
 /// Volcano's HyperNode (cluster-scoped).
