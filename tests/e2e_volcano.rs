@@ -336,13 +336,8 @@ async fn the_seed_job_waits_whole_and_the_job_says_why_at_once() {
     .await;
     assert_eq!(pg["spec"]["minMember"], 9, "{pg}");
     assert_eq!(pg["spec"]["minResources"]["nvidia.com/gpu"], "72", "{pg}");
-    let pg_events = support::wait_for("Volcano's Events on the PodGroup", LIMIT, || async {
-        let events = jobs::events_of(&client, &ns, "PodGroup", "seed-pytorchjob").await;
-        (!events.is_empty())
-            .then_some(events.clone())
-            .ok_or_else(|| "none yet".to_string())
-    })
-    .await;
+    let pg_events =
+        jobs::wait_event_of(&client, &ns, "PodGroup", "seed-pytorchjob", |_| true).await;
     eprintln!("Volcano's Events on PodGroup seed-pytorchjob: {pg_events:?}");
 
     // The job says so at once: the Created condition's reason and a Warning Event.

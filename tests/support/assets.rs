@@ -156,8 +156,7 @@ fn version_key(name: &str, prefix: &str) -> Option<Vec<u64>> {
 
 /// A suite's asset directory: `$<env>`, else the newest complete `<cache>/<prefix>v*/`.
 /// `missing` names what a directory lacks (`None`: complete). `Err` says what was looked for
-/// (`wanted`: "no Kueue: ... holds no kueue-v<version>/ with {wanted}") and how to get them
-/// (`how`). Panics when `$<env>` is set but lacks a file: a broken set-up, and a skip would
+/// (`wanted`: "... holds no kueue-v<version>/ with {wanted}") and how to get them (`how`). Panics when `$<env>` is set but lacks a file: a broken set-up, and a skip would
 /// hide it, as with `KUBEBUILDER_ASSETS`.
 pub fn find_versioned(
     env: &str,
@@ -176,7 +175,7 @@ pub fn find_versioned(
     let cache = cache().ok_or(format!("{env} is not set and HOME is unknown"))?;
     newest_versioned(&cache, prefix, |dir| missing(dir).is_none()).ok_or_else(|| {
         format!(
-            "{env} is not set and {} holds no {prefix}<version>/ with {wanted} ({how})",
+            "{env} is not set and {} holds no {prefix}v<version>/ with {wanted} ({how})",
             cache.display()
         )
     })

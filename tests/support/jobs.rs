@@ -225,18 +225,19 @@ pub async fn events_of(client: &kube::Client, ns: &str, kind: &str, name: &str) 
         .collect()
 }
 
-/// Waits until PyTorchJob `name` in `ns` has an Event (`reason: message`) that `matches`;
-/// its Events then. The controller records an Event beside a condition, not with it: under
-/// load it lands after the condition does, so it is waited for, never listed once.
-pub async fn wait_job_event(
+/// Waits until `kind`/`name` in `ns` has an Event (`reason: message`) that `matches`; its
+/// Events then. An Event is recorded beside the condition or phase it explains, not with it:
+/// under load it lands after, so it is waited for, never listed once.
+pub async fn wait_event_of(
     client: &kube::Client,
     ns: &str,
+    kind: &str,
     name: &str,
     matches: impl Fn(&str) -> bool,
 ) -> Vec<String> {
-    let what = format!("a matching Event on PyTorchJob {name}");
+    let what = format!("a matching Event on {kind} {name}");
     super::wait_for(&what, std::time::Duration::from_secs(60), || async {
-        let events = events_of(client, ns, "PyTorchJob", name).await;
+        let events = events_of(client, ns, kind, name).await;
         events
             .iter()
             .any(|e| matches(e))
@@ -244,4 +245,14 @@ pub async fn wait_job_event(
             .ok_or(format!("{events:?}"))
     })
     .await
+}
+
+/// [`wait_event_of`] a PyTorchJob.
+pub async fn wait_job_event(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    matches: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    wait_event_of(client, ns, "PyTorchJob", name, matches).await
 }

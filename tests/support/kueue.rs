@@ -96,12 +96,7 @@ pub fn coscheduling_requirement() -> Result<(), String> {
 /// saying how to build them when there is none. Panics when `KUEUE_ASSETS` is set but lacks a
 /// file (a broken set-up, and a skip would hide it), as `KUBEBUILDER_ASSETS` does.
 pub fn find() -> Result<KueueAssets, String> {
-    let missing = |dir: &Path| {
-        KueueAssets {
-            dir: dir.to_path_buf(),
-        }
-        .missing()
-    };
+    let missing = |dir: &Path| KueueAssets { dir: dir.into() }.missing();
     super::assets::find_versioned(
         "KUEUE_ASSETS",
         "kueue-",

@@ -85,12 +85,7 @@ pub fn requirement() -> Result<(), String> {
 /// `VOLCANO_ASSETS` is set but lacks a file (a broken set-up, and a skip would hide it), as
 /// `KUBEBUILDER_ASSETS` does.
 pub fn find() -> Result<VolcanoAssets, String> {
-    let missing = |dir: &Path| {
-        VolcanoAssets {
-            dir: dir.to_path_buf(),
-        }
-        .missing()
-    };
+    let missing = |dir: &Path| VolcanoAssets { dir: dir.into() }.missing();
     super::assets::find_versioned(
         "VOLCANO_ASSETS",
         "volcano-",
